@@ -1,0 +1,1 @@
+"""Atropos environments (serve / process / evaluate) and their Verifiers front doors."""
