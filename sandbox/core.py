@@ -13,6 +13,9 @@ from enum import Enum
 from typing import Protocol, runtime_checkable
 
 
+CHANNEL_FD = 3
+
+
 class SandboxUnavailable(RuntimeError):
     """The backend cannot provide isolation on this host; the message says why."""
 
@@ -51,6 +54,10 @@ class Job:
     stdin: bytes = b""
     limits: Limits = field(default_factory=Limits)
     env: Mapping[str, str] = field(default_factory=dict)  # added to a scrubbed environment
+    # When True the command gets a private result channel as file descriptor CHANNEL_FD (write end of a
+    # pipe the host reads; stdout/stderr stay separate). Trusted harnesses report over it and close it
+    # in any child that runs untrusted code, so printed output can never pose as a result.
+    channel: bool = False
 
 
 @dataclass(frozen=True)
@@ -68,6 +75,8 @@ class ExecResult:
     peak_memory_mb: float | None = None
     limit_hit: LimitHit = LimitHit.NONE
     backend: str = ""
+    channel: bytes = b""  # what was written to CHANNEL_FD (capped like stdout), empty if not requested
+    channel_truncated: bool = False
 
     @property
     def ok(self) -> bool:
