@@ -1,0 +1,565 @@
+"""The trusted test harness that runs INSIDE the sandbox (stdlib only, one file, Python >= 3.9).
+
+Usage (inside a job): `python3 runner.py` in a directory holding `spec.json`; the job must have the
+result channel (`Job.channel=True`, file descriptor 3). Nothing on stdout/stderr is ever trusted.
+
+Spec (JSON): `{"version": 1, "setup": str, "code": str, "entry_point": str|null, "tests": [...],
+"time_limit_s": float, "wall_factor": float, "memory_mb": int, "stop_on_failure": bool}`. A test is
+one of
+  * `{"kind": "stdio", "input": str, "max_output": int}`: the solution runs as `__main__` with that
+    stdin; its stdout goes back to the host, which compares it (expected outputs never enter here);
+  * `{"kind": "call", "calls": [expr, ...], "args": [...]|null}`: each expression (e.g. `f(1, 2)`) is
+    evaluated in the solution's namespace (`__rlvr_args__` holds the decoded `args`); the values go
+    back as exact-builtin-type JSON and the host checks them (expected values never enter here);
+  * `{"kind": "assert", "code": str}`: in-process test code (HumanEval `check`). Best effort: the
+    verdict is a per-test nonce-framed record written by the child only after the code returned.
+
+Per test the harness forks a child that closes the channel (and every other descriptor), moves to
+its own process group, sets rlimits (CPU, address space), installs an audit hook (frame/gc/ctypes
+access, kills, tracing, code replacement → hack), runs `setup` then the solution, then the test.
+The child talks to the harness over a private pipe using frames `len(4) nonce(16) kind(1) body`;
+the harness validates them, times the child (wall deadline, CPU from rusage) and writes one framed
+record per test to the channel: `len(4) + JSON`. Record types: `hello`, `result`, `done`.
+
+Result outcomes: `ok` (ran to completion; stdio/call verdicts are decided on the host), `error`
+(exception, non-zero exit, fatal signal), `timeout`, `memory`, `output` (stdout over its cap),
+`invalid` (returned a non-builtin value), `hack` (detector hit), `internal` (harness failure).
+"""
+
+from __future__ import annotations
+
+import builtins
+import io
+import json
+import os
+import resource
+import selectors
+import signal
+import struct
+import sys
+import time
+
+CHANNEL_FD = 3
+RESULT_FD = 9  # the child's end of its private pipe to the harness
+NONCE_BYTES = 16
+MAX_CHILD_MESSAGE = 8 << 20
+MAX_DEPTH = 200
+BIG_INT = 1 << 12000  # ints at least this large travel as hex (JSON readers cap decimal digits)
+_RUNNER_FILE = (lambda: 0).__code__.co_filename
+_STDLIB = os.path.dirname(os.__file__)
+# stdlib modules that call sys._getframe for their own bookkeeping without handing frames out
+_FRAME_OK = {
+    os.path.join(_STDLIB, name)
+    for name in ("collections/__init__.py", "enum.py", "typing.py", "warnings.py", "logging/__init__.py",
+                 "dataclasses.py", "functools.py", "abc.py", "string.py", "re/__init__.py", "re.py")
+}
+_FRAME_ATTRS = {"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back", "f_locals", "f_globals"}
+_ALWAYS_HACK = {"gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames",
+                "sys.settrace", "sys.setprofile", "sys.addaudithook", "code.__new__", "function.__new__"}
+_PRELOAD = ("math", "cmath", "re", "collections", "itertools", "functools", "heapq", "bisect", "string",
+            "typing", "random", "copy", "operator")
+_GUARDED_MODULES = ("builtins", "math", "cmath", "operator", "copy", "random", "string", "itertools",
+                    "functools", "collections", "re", "json", "heapq", "bisect", "fractions", "decimal")
+
+
+# ----------------------------------------------------------------------------- value encoding
+
+class NotBuiltin(Exception):
+    """A value whose type is not an exact builtin type."""
+
+    def __init__(self, value: object) -> None:
+        kind = type(value)
+        super().__init__(kind.__name__)
+        self.type_name = f"{kind.__module__}.{kind.__qualname__}"
+        self.rigged = _is_rigged(kind)
+
+
+def _is_rigged(kind: type) -> bool:
+    """True for user classes that redefine comparison/hash or subclass a builtin value type."""
+    if kind.__module__ in ("builtins",) or kind.__module__.startswith("numpy"):
+        return False
+    if any(issubclass(kind, b) for b in (int, float, str, list, tuple, dict, set, frozenset, bytes, complex)):
+        return True
+    return any(name in vars(k) for k in kind.__mro__[:-1] for name in ("__eq__", "__ne__", "__hash__"))
+
+
+def encode(value: object, depth: int = 0) -> object:
+    """Exact-builtin-type JSON: list/str/bool/None/finite float/small int as themselves, others tagged."""
+    if depth > MAX_DEPTH:
+        raise ValueError("value nested too deeply")
+    kind = type(value)
+    if value is None or kind is bool or kind is str:
+        return value
+    if kind is int:
+        return value if -BIG_INT < value < BIG_INT else {"int": hex(value)}
+    if kind is float:
+        return value if value - value == 0.0 else {"float": repr(value)}
+    if kind is list:
+        return [encode(v, depth + 1) for v in value]
+    if kind is tuple:
+        return {"tuple": [encode(v, depth + 1) for v in value]}
+    if kind is dict:
+        return {"dict": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
+    if kind is set or kind is frozenset:
+        return {kind.__name__: [encode(v, depth + 1) for v in value]}
+    if kind is complex:
+        return {"complex": [repr(value.real), repr(value.imag)]}
+    if kind is bytes:
+        return {"bytes": value.hex()}
+    raise NotBuiltin(value)
+
+
+def check_builtin(value: object, depth: int = 0) -> None:
+    """Raise NotBuiltin unless `value` is built only from exact builtin types."""
+    kind = type(value)
+    if depth > MAX_DEPTH:
+        raise ValueError("value nested too deeply")
+    if value is None or kind in (bool, int, float, str, complex, bytes, range):
+        return
+    if kind in (list, tuple, set, frozenset):
+        for v in value:
+            check_builtin(v, depth + 1)
+        return
+    if kind is dict:
+        for k, v in value.items():
+            check_builtin(k, depth + 1)
+            check_builtin(v, depth + 1)
+        return
+    raise NotBuiltin(value)
+
+
+# ----------------------------------------------------------------------------- framing
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def write_record(record: dict) -> None:
+    data = json.dumps(record, separators=(",", ":")).encode()
+    _write_all(CHANNEL_FD, struct.pack(">I", len(data)) + data)
+
+
+def parse_child_messages(data: bytes, nonce: bytes) -> list[tuple[str, bytes]] | None:
+    """Split the child's pipe bytes into (kind, body) messages; None if any frame is malformed."""
+    out, pos = [], 0
+    while pos < len(data):
+        if pos + 4 > len(data):
+            return None
+        (size,) = struct.unpack(">I", data[pos:pos + 4])
+        frame = data[pos + 4:pos + 4 + size]
+        if size < NONCE_BYTES + 1 or len(frame) != size or frame[:NONCE_BYTES] != nonce:
+            return None
+        out.append((chr(frame[NONCE_BYTES]), frame[NONCE_BYTES + 1:]))
+        pos += 4 + size
+    return out
+
+
+# ----------------------------------------------------------------------------- the child
+
+def _snapshot_modules() -> list[tuple[dict, dict]]:
+    """(namespace, copy) pairs for modules/classes whose rebinding would forge in-process asserts."""
+    pairs = []
+    for name in _GUARDED_MODULES:
+        module = sys.modules.get(name)
+        if module is None:
+            continue
+        pairs.append((module.__dict__, dict(module.__dict__)))
+    pairs.append((globals(), dict(globals())))
+    return pairs
+
+
+def _child(test: dict, spec: dict, nonce: bytes, res_w: int, out_w: int, in_fd: int) -> None:
+    """Run one test in this forked process and leave with os._exit; never returns."""
+    _write, _exit, _pack, _type, _getframe = os.write, os._exit, struct.pack, type, sys._getframe
+    kind = test["kind"]
+    os.dup2(in_fd, 0)
+    os.dup2(out_w, 1)
+    if res_w != RESULT_FD:
+        os.dup2(res_w, RESULT_FD)
+    os.closerange(3, RESULT_FD)
+    os.closerange(RESULT_FD + 1, 1 << 16)
+
+    def send(tag: str, body: bytes = b"") -> None:
+        frame = nonce + tag.encode() + body
+        data = _pack(">I", len(frame)) + frame
+        while data:
+            data = data[_write(RESULT_FD, data):]
+
+    try:
+        os.setpgid(0, 0)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+        sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8",
+                                     errors="replace")
+        sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False), 1 << 16),
+                                      encoding="utf-8", errors="replace", write_through=False)
+        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="replace")
+        sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
+        cpu = int(spec["time_limit_s"]) + 1
+        _limit(resource.RLIMIT_CPU, cpu)
+        _limit(resource.RLIMIT_CORE, 0)
+        if spec.get("memory_mb"):
+            _limit(resource.RLIMIT_AS, int(spec["memory_mb"]) << 20)
+        if hasattr(sys, "set_int_max_str_digits"):
+            sys.set_int_max_str_digits(0)
+        pass_frame = nonce + b"P"
+        pass_bytes = _pack(">I", len(pass_frame)) + pass_frame
+        snapshot = _snapshot_modules() if kind == "assert" else []
+    except BaseException as exc:  # noqa: BLE001 - harness failure, not the solution's
+        send("I", repr(exc).encode())
+        _exit(0)
+
+    watch_all = kind != "stdio"
+    busy = [False]
+    my_pid = os.getpid()
+
+    def hook(event: str, args: tuple) -> None:
+        if busy[0]:
+            return
+        reason = None
+        if event == "os.kill" or event == "os.killpg":
+            if args[0] != my_pid:
+                reason = f"{event}{args}"
+        elif not watch_all:
+            return
+        elif event in _ALWAYS_HACK or event.startswith("ctypes."):
+            reason = event
+        elif event == "import" and args[0] in ("ctypes", "_ctypes"):
+            reason = "import ctypes"
+        elif event == "sys._getframe" or (event == "object.__getattr__" and args[1] in _FRAME_ATTRS):
+            busy[0] = True
+            try:
+                caller = _getframe(1).f_code.co_filename
+            finally:
+                busy[0] = False
+            if caller != _RUNNER_FILE and caller not in _FRAME_OK:
+                reason = f"{event} {args[1] if event != 'sys._getframe' else ''} from {caller}".strip()
+        elif event == "object.__setattr__" and _type(args[0]).__name__ == "function":
+            reason = f"replaced {args[1]} of a function"
+        elif event == "open" and _type(args[0]) is str and args[0].startswith("/proc/") and (
+                args[0].endswith("/mem") or "/fd" in args[0]):
+            reason = f"open {args[0]}"
+        if reason is not None:
+            send("H", reason.encode()[:500])
+            _exit(0)
+
+    sys.addaudithook(hook)
+    ns = {"__name__": "__main__" if kind == "stdio" else "solution", "__builtins__": builtins}
+    try:
+        exec(compile(spec.get("setup") or "", "<setup>", "exec"), ns)
+        setup_ns = dict(ns)
+    except BaseException as exc:  # noqa: BLE001
+        send("I", f"setup failed: {type(exc).__name__}: {exc}".encode()[:2000])
+        _exit(0)
+    try:
+        exec(compile(spec["code"], "<solution>", "exec"), ns)
+        _join_threads()
+        if kind == "stdio":
+            sys.stdout.flush()
+            _exit(0)
+        if kind == "call":
+            values = []
+            scope = dict(ns)
+            scope["__rlvr_args__"] = test.get("args")
+            for call in test["calls"]:
+                values.append(eval(compile(call, "<test>", "eval"), scope))
+            try:
+                body = json.dumps(encode(values), separators=(",", ":")).encode()
+            except NotBuiltin as nb:
+                send("N", json.dumps({"type": nb.type_name, "rigged": nb.rigged}).encode())
+                _exit(0)
+            send("V", body)
+            _exit(0)
+        scope = dict(ns)
+        scope.update({k: v for k, v in setup_ns.items() if k != spec.get("entry_point")})
+        entry = spec.get("entry_point")
+        if entry:
+            scope[entry] = _guard(ns[entry], send, _exit) if entry in ns else None
+        exec(compile(test["code"], "<test>", "exec"), scope)
+        for live, copy in snapshot:
+            for key, value in copy.items():
+                if live.get(key, _exit) is not value:
+                    send("H", f"rebound {key}".encode()[:200])
+                    _exit(0)
+        while pass_bytes:
+            pass_bytes = pass_bytes[_write(RESULT_FD, pass_bytes):]
+        _exit(0)
+    except SystemExit as exc:
+        if kind != "stdio":
+            send("H", b"SystemExit before the test finished")
+            _exit(0)
+        try:
+            sys.stdout.flush()
+        except BaseException:  # noqa: BLE001
+            pass
+        if exc.code is None or exc.code == 0:
+            _exit(0)
+        send("E", json.dumps({"type": "SystemExit", "message": f"exit code {exc.code!r}"[:200]}).encode())
+        _exit(0)
+    except MemoryError:
+        send("M")
+        _exit(0)
+    except BaseException as exc:  # noqa: BLE001
+        send("E", _describe(exc))
+        _exit(0)
+
+
+def _join_threads() -> None:
+    """Wait for the solution's non-daemon threads, as interpreter shutdown would."""
+    threading = sys.modules.get("threading")
+    if threading is None:
+        return
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+
+
+def _guard(fn, send, exit_):
+    """Wrap the entry point for in-process asserts: only exact-builtin values may come back."""
+
+    def candidate(*args, **kwargs):
+        value = fn(*args, **kwargs)
+        try:
+            check_builtin(value)
+        except NotBuiltin as nb:
+            if nb.rigged:
+                send("H", f"returned rigged type {nb.type_name}".encode()[:300])
+                exit_(0)
+            raise TypeError(f"returned {nb.type_name}; only builtin types are accepted") from None
+        return value
+
+    return candidate
+
+
+def _describe(exc: BaseException) -> bytes:
+    """Exception type, message and the deepest solution/test line, as JSON bytes."""
+    try:
+        message = str(exc)
+    except BaseException:  # noqa: BLE001
+        message = "<unprintable>"
+    line, where = None, None
+    tb = exc.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if name in ("<solution>", "<test>", "<setup>"):
+            line, where = tb.tb_lineno, name.strip("<>")
+        tb = tb.tb_next
+    info = {"type": type(exc).__name__, "message": message[:2000], "line": line, "where": where}
+    return json.dumps(info).encode()
+
+
+def _limit(which: int, value: int) -> None:
+    soft, hard = resource.getrlimit(which)
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard)
+    try:
+        resource.setrlimit(which, (value, value))
+    except (ValueError, OSError):
+        pass
+
+
+# ----------------------------------------------------------------------------- the harness
+
+def _input_fd(text: str) -> int:
+    data = text.encode()
+    try:
+        fd = os.memfd_create("stdin", 0)
+    except (AttributeError, OSError):
+        import tempfile
+
+        fd = os.dup(tempfile.TemporaryFile(dir=".").fileno())
+    _write_all(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def run_test(index: int, test: dict, spec: dict) -> dict:
+    """Fork, supervise and judge one test; returns the `result` record."""
+    nonce = os.urandom(NONCE_BYTES)
+    kind = test["kind"]
+    res_r, res_w = os.pipe()
+    if kind == "stdio":
+        out_r, out_w = os.pipe()
+        out_cap = int(test.get("max_output") or (1 << 20))
+    else:
+        out_r, out_w = None, os.open(os.devnull, os.O_WRONLY)
+        out_cap = 0
+    in_fd = _input_fd(test.get("input", "")) if kind == "stdio" else os.open(os.devnull, os.O_RDONLY)
+    start = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _child(test, spec, nonce, res_w, out_w, in_fd)
+        finally:
+            os._exit(70)
+    for fd in (res_w, out_w, in_fd):
+        os.close(fd)
+    try:
+        os.setpgid(pid, pid)
+    except OSError:
+        pass
+    limit = float(spec["time_limit_s"])
+    deadline = start + limit * float(spec.get("wall_factor", 2.0)) + 0.2
+    out, res, verdict, status, usage = bytearray(), bytearray(), None, None, None
+    sel = selectors.DefaultSelector()
+    streams = {res_r: (res, MAX_CHILD_MESSAGE)}
+    if out_r is not None:
+        streams[out_r] = (out, out_cap)
+    for fd in streams:
+        sel.register(fd, selectors.EVENT_READ)
+    try:
+        pidfd = os.pidfd_open(pid)
+        sel.register(pidfd, selectors.EVENT_READ)
+    except (AttributeError, OSError):
+        pidfd = None
+    while True:
+        if status is None:
+            done, status, usage = _try_reap(pid)
+        if status is not None and not streams:
+            break
+        now = time.monotonic()
+        if now >= deadline:
+            verdict = verdict or "timeout"
+            break
+        wait = deadline - now if (pidfd is not None or status is not None) else min(0.005, deadline - now)
+        if status is not None:
+            wait = min(wait, 0.5)  # the child is gone; only descendants can hold the pipes open
+        events = sel.select(wait)
+        if not events and status is not None:
+            break
+        for key, _ in events:
+            fd = key.fd
+            if fd == pidfd:
+                sel.unregister(pidfd)
+                os.close(pidfd)
+                pidfd = None
+                continue
+            buf, cap = streams[fd]
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                sel.unregister(fd)
+                del streams[fd]
+                continue
+            buf += chunk
+            if len(buf) > cap:
+                verdict = "output"
+                break
+        if verdict:
+            break
+    elapsed = time.monotonic() - start
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    if status is None:
+        _, status, usage = os.wait4(pid, 0)
+    for fd in list(streams) + ([pidfd] if pidfd is not None else []):
+        os.close(fd)
+    for fd in (res_r, out_r):
+        if fd is not None and fd not in streams:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    sel.close()
+    cpu = usage.ru_utime + usage.ru_stime if usage is not None else None
+    record = {"type": "result", "index": index, "time_s": round(elapsed, 4),
+              "cpu_s": round(cpu, 4) if cpu is not None else None}
+    messages = parse_child_messages(bytes(res), nonce)
+    return _judge(record, kind, verdict, status, cpu, limit, bytes(out), messages)
+
+
+def _try_reap(pid: int):
+    pid_done, status, usage = os.wait4(pid, os.WNOHANG)
+    return (True, status, usage) if pid_done else (False, None, None)
+
+
+def _judge(record: dict, kind: str, verdict: str | None, status: int, cpu: float | None, limit: float,
+           out: bytes, messages: list[tuple[str, bytes]] | None) -> dict:
+    """Turn what the child did into an outcome (see module docstring)."""
+    if messages is None:
+        return {**record, "outcome": "hack", "hack": "malformed or forged message on the result pipe"}
+    tags = [tag for tag, _ in messages]
+    if "H" in tags:
+        return {**record, "outcome": "hack", "hack": messages[tags.index("H")][1].decode(errors="replace")}
+    if len(messages) > 1:
+        return {**record, "outcome": "hack", "hack": "more than one result message"}
+    if verdict == "output":
+        return {**record, "outcome": "output", "stdout_bytes": len(out)}
+    sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    if verdict == "timeout" or sig == signal.SIGXCPU or (cpu is not None and cpu > limit):
+        return {**record, "outcome": "timeout"}
+    if messages:
+        tag, body = messages[0]
+        if tag == "I":
+            return {**record, "outcome": "internal", "error": body.decode(errors="replace")[:2000]}
+        if tag == "M":
+            return {**record, "outcome": "memory"}
+        if tag == "E":
+            return {**record, "outcome": "error", "error": _json_or_text(body)}
+        if tag == "N":
+            return {**record, "outcome": "invalid", "returned": _json_or_text(body)}
+        if tag == "V" and kind == "call":
+            return {**record, "outcome": "ok", "values": body.decode()}
+        if tag == "P" and kind == "assert":
+            return {**record, "outcome": "ok"}
+        return {**record, "outcome": "hack", "hack": f"unexpected message {tag!r}"}
+    if sig is not None:
+        if sig == signal.SIGKILL:
+            return {**record, "outcome": "memory", "signal": sig}
+        return {**record, "outcome": "error", "signal": sig,
+                "error": {"type": "Signal", "message": f"killed by {signal.Signals(sig).name}"}}
+    code = os.WEXITSTATUS(status)
+    if kind == "stdio":
+        if code == 0:
+            return {**record, "outcome": "ok", "stdout": out.decode("utf-8", errors="replace")}
+        return {**record, "outcome": "error", "error": {"type": "Exit", "message": f"exit code {code}"}}
+    return {**record, "outcome": "hack", "hack": f"exited (code {code}) before the test finished"}
+
+
+def _json_or_text(body: bytes) -> object:
+    try:
+        return json.loads(body)
+    except ValueError:
+        return body.decode(errors="replace")[:2000]
+
+
+def main() -> int:
+    for fd in (0, 1, 2):  # keep 0-2 taken so that no pipe of ours lands there
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.open(os.devnull, os.O_RDWR)
+    try:
+        os.fstat(CHANNEL_FD)
+    except OSError:
+        sys.stderr.write("runner: no result channel on fd 3\n")
+        return 2
+    with open("spec.json", encoding="utf-8") as handle:
+        spec = json.load(handle)
+    os.unlink("spec.json")
+    tests = spec["tests"]
+    write_record({"type": "hello", "version": 1, "tests": len(tests)})
+    for name in _PRELOAD:
+        try:
+            __import__(name)
+        except ImportError:
+            pass
+    count = 0
+    for index, test in enumerate(tests):
+        record = run_test(index, test, spec)
+        write_record(record)
+        count += 1
+        if record["outcome"] == "internal":
+            break
+        if spec.get("stop_on_failure") and record["outcome"] != "ok":
+            break
+    write_record({"type": "done", "count": count})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
