@@ -141,18 +141,24 @@ def write_record(record: dict) -> None:
     _write_all(CHANNEL_FD, struct.pack(">I", len(data)) + data)
 
 
-def parse_child_messages(data: bytes, nonce: bytes) -> list[tuple[str, bytes]] | None:
-    """Split the child's pipe bytes into (kind, body) messages; None if any frame is malformed."""
-    out, pos = [], 0
-    while pos < len(data):
-        if pos + 4 > len(data):
+def take_messages(buf: bytearray, nonce: bytes) -> list[tuple[str, int, bytes]] | None:
+    """Remove complete child frames `len(4) nonce(16) tag(1) index(4) body` from `buf`.
+
+    Returns (tag, index, body) per frame, or None if a frame is malformed or not signed by `nonce`.
+    """
+    out = []
+    while len(buf) >= 4:
+        (size,) = struct.unpack(">I", buf[:4])
+        if size < NONCE_BYTES + 5 or size > MAX_CHILD_MESSAGE + 64:
             return None
-        (size,) = struct.unpack(">I", data[pos:pos + 4])
-        frame = data[pos + 4:pos + 4 + size]
-        if size < NONCE_BYTES + 1 or len(frame) != size or frame[:NONCE_BYTES] != nonce:
+        if len(buf) < 4 + size:
+            break
+        frame = bytes(buf[4:4 + size])
+        del buf[:4 + size]
+        if frame[:NONCE_BYTES] != nonce:
             return None
-        out.append((chr(frame[NONCE_BYTES]), frame[NONCE_BYTES + 1:]))
-        pos += 4 + size
+        (index,) = struct.unpack(">i", frame[NONCE_BYTES + 1:NONCE_BYTES + 5])
+        out.append((chr(frame[NONCE_BYTES]), index, frame[NONCE_BYTES + 5:]))
     return out
 
 
@@ -170,10 +176,14 @@ def _snapshot_modules() -> list[tuple[dict, dict]]:
     return pairs
 
 
-def _child(test: dict, spec: dict, nonce: bytes, res_w: int, out_w: int, in_fd: int) -> None:
-    """Run one test in this forked process and leave with os._exit; never returns."""
+def _child(spec: dict, chunk: list, nonce: bytes, res_w: int, out_w: int, in_fd: int) -> None:
+    """Run `chunk` ([(index, test)]) in this forked process and leave with os._exit; never returns.
+
+    stdio: one test; the solution itself is the test. Otherwise a session: setup + solution once,
+    then a `R` (ready) message, then one message per test in order.
+    """
     _write, _exit, _pack, _type, _getframe = os.write, os._exit, struct.pack, type, sys._getframe
-    kind = test["kind"]
+    stdio = chunk[0][1]["kind"] == "stdio"
     os.dup2(in_fd, 0)
     os.dup2(out_w, 1)
     if res_w != RESULT_FD:
@@ -181,12 +191,13 @@ def _child(test: dict, spec: dict, nonce: bytes, res_w: int, out_w: int, in_fd: 
     os.closerange(3, RESULT_FD)
     os.closerange(RESULT_FD + 1, 1 << 16)
 
-    def send(tag: str, body: bytes = b"") -> None:
-        frame = nonce + tag.encode() + body
+    def send(tag: str, index: int, body: bytes = b"") -> None:
+        frame = nonce + tag.encode() + _pack(">i", index) + body
         data = _pack(">I", len(frame)) + frame
         while data:
             data = data[_write(RESULT_FD, data):]
 
+    first = chunk[0][0]
     try:
         os.setpgid(0, 0)
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -198,98 +209,68 @@ def _child(test: dict, spec: dict, nonce: bytes, res_w: int, out_w: int, in_fd: 
                                       encoding="utf-8", errors="replace", write_through=False)
         sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="replace")
         sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
-        cpu = int(spec["time_limit_s"]) + 1
-        _limit(resource.RLIMIT_CPU, cpu)
+        _limit(resource.RLIMIT_CPU, len(chunk) * (int(spec["time_limit_s"]) + 1) + 1)
         _limit(resource.RLIMIT_CORE, 0)
         if spec.get("memory_mb"):
             _limit(resource.RLIMIT_AS, int(spec["memory_mb"]) << 20)
         if hasattr(sys, "set_int_max_str_digits"):
             sys.set_int_max_str_digits(0)
-        pass_frame = nonce + b"P"
-        pass_bytes = _pack(">I", len(pass_frame)) + pass_frame
-        snapshot = _snapshot_modules() if kind == "assert" else []
+        passes = {}
+        for index, _ in chunk:
+            frame = nonce + b"P" + _pack(">i", index)
+            passes[index] = _pack(">I", len(frame)) + frame
+        snapshot = _snapshot_modules() if any(t["kind"] == "assert" for _, t in chunk) else []
     except BaseException as exc:  # noqa: BLE001 - harness failure, not the solution's
-        send("I", repr(exc).encode())
+        send("I", first, repr(exc).encode())
         _exit(0)
 
-    watch_all = kind != "stdio"
-    busy = [False]
     my_pid = os.getpid()
+    current = [first]
 
     def hook(event: str, args: tuple) -> None:
-        if busy[0]:
+        if current[0] is None:
             return
         reason = None
         if event == "os.kill" or event == "os.killpg":
             if args[0] != my_pid:
                 reason = f"{event}{args}"
-        elif not watch_all:
+        elif stdio:
             return
         elif event in _ALWAYS_HACK or event.startswith("ctypes."):
             reason = event
         elif event == "import" and args[0] in ("ctypes", "_ctypes"):
             reason = "import ctypes"
         elif event == "sys._getframe" or (event == "object.__getattr__" and args[1] in _FRAME_ATTRS):
-            busy[0] = True
+            index, current[0] = current[0], None
             try:
                 caller = _getframe(1).f_code.co_filename
             finally:
-                busy[0] = False
+                current[0] = index
             if caller != _RUNNER_FILE and caller not in _FRAME_OK:
-                reason = f"{event} {args[1] if event != 'sys._getframe' else ''} from {caller}".strip()
+                reason = f"{event} {args[1] if event != 'sys._getframe' else ''} from {caller}"
         elif event == "object.__setattr__" and _type(args[0]).__name__ == "function":
             reason = f"replaced {args[1]} of a function"
         elif event == "open" and _type(args[0]) is str and args[0].startswith("/proc/") and (
                 args[0].endswith("/mem") or "/fd" in args[0]):
             reason = f"open {args[0]}"
         if reason is not None:
-            send("H", reason.encode()[:500])
+            send("H", current[0], reason.encode()[:500])
             _exit(0)
 
     sys.addaudithook(hook)
-    ns = {"__name__": "__main__" if kind == "stdio" else "solution", "__builtins__": builtins}
+    ns = {"__name__": "__main__" if stdio else "solution", "__builtins__": builtins}
     try:
         exec(compile(spec.get("setup") or "", "<setup>", "exec"), ns)
         setup_ns = dict(ns)
     except BaseException as exc:  # noqa: BLE001
-        send("I", f"setup failed: {type(exc).__name__}: {exc}".encode()[:2000])
+        send("I", first, f"setup failed: {type(exc).__name__}: {exc}".encode()[:2000])
         _exit(0)
     try:
         exec(compile(spec["code"], "<solution>", "exec"), ns)
         _join_threads()
-        if kind == "stdio":
-            sys.stdout.flush()
-            _exit(0)
-        if kind == "call":
-            values = []
-            scope = dict(ns)
-            scope["__rlvr_args__"] = test.get("args")
-            for call in test["calls"]:
-                values.append(eval(compile(call, "<test>", "eval"), scope))
-            try:
-                body = json.dumps(encode(values), separators=(",", ":")).encode()
-            except NotBuiltin as nb:
-                send("N", json.dumps({"type": nb.type_name, "rigged": nb.rigged}).encode())
-                _exit(0)
-            send("V", body)
-            _exit(0)
-        scope = dict(ns)
-        scope.update({k: v for k, v in setup_ns.items() if k != spec.get("entry_point")})
-        entry = spec.get("entry_point")
-        if entry:
-            scope[entry] = _guard(ns[entry], send, _exit) if entry in ns else None
-        exec(compile(test["code"], "<test>", "exec"), scope)
-        for live, copy in snapshot:
-            for key, value in copy.items():
-                if live.get(key, _exit) is not value:
-                    send("H", f"rebound {key}".encode()[:200])
-                    _exit(0)
-        while pass_bytes:
-            pass_bytes = pass_bytes[_write(RESULT_FD, pass_bytes):]
-        _exit(0)
     except SystemExit as exc:
-        if kind != "stdio":
-            send("H", b"SystemExit before the test finished")
+        if not stdio:
+            send("H", first, b"SystemExit while loading the solution")
             _exit(0)
         try:
             sys.stdout.flush()
@@ -297,14 +278,59 @@ def _child(test: dict, spec: dict, nonce: bytes, res_w: int, out_w: int, in_fd: 
             pass
         if exc.code is None or exc.code == 0:
             _exit(0)
-        send("E", json.dumps({"type": "SystemExit", "message": f"exit code {exc.code!r}"[:200]}).encode())
+        info = {"type": "SystemExit", "message": f"exit code {exc.code!r}"[:200]}
+        send("E", first, json.dumps(info).encode())
         _exit(0)
     except MemoryError:
-        send("M")
+        send("M", first)
         _exit(0)
     except BaseException as exc:  # noqa: BLE001
-        send("E", _describe(exc))
+        send("E", first, _describe(exc))
         _exit(0)
+    if stdio:
+        try:
+            sys.stdout.flush()
+        except MemoryError:
+            send("M", first)
+        _exit(0)
+    send("R", first)
+    entry = spec.get("entry_point")
+    for index, test in chunk:
+        current[0] = index
+        try:
+            if test["kind"] == "call":
+                scope = dict(ns)
+                scope["__rlvr_args__"] = test.get("args")
+                values = [eval(compile(call, "<test>", "eval"), scope) for call in test["calls"]]
+                try:
+                    body = json.dumps(encode(values), separators=(",", ":")).encode()
+                except NotBuiltin as nb:
+                    send("N", index, json.dumps({"type": nb.type_name, "rigged": nb.rigged}).encode())
+                    continue
+                send("V", index, body)
+                continue
+            scope = dict(ns)
+            scope.update({k: v for k, v in setup_ns.items() if k != entry})
+            if entry:
+                scope[entry] = _guard(ns[entry], send, _exit, index) if entry in ns else None
+            exec(compile(test["code"], "<test>", "exec"), scope)
+            _join_threads()
+            for live, copy in snapshot:
+                for key, value in copy.items():
+                    if live.get(key, _exit) is not value:
+                        send("H", index, f"rebound {key}".encode()[:200])
+                        _exit(0)
+            data = passes[index]
+            while data:
+                data = data[_write(RESULT_FD, data):]
+        except SystemExit:
+            send("H", index, b"SystemExit before the test finished")
+            _exit(0)
+        except MemoryError:
+            send("M", index)
+        except BaseException as exc:  # noqa: BLE001
+            send("E", index, _describe(exc))
+    _exit(0)
 
 
 def _join_threads() -> None:
@@ -317,7 +343,7 @@ def _join_threads() -> None:
             thread.join()
 
 
-def _guard(fn, send, exit_):
+def _guard(fn, send, exit_, index):
     """Wrap the entry point for in-process asserts: only exact-builtin values may come back."""
 
     def candidate(*args, **kwargs):
@@ -326,7 +352,7 @@ def _guard(fn, send, exit_):
             check_builtin(value)
         except NotBuiltin as nb:
             if nb.rigged:
-                send("H", f"returned rigged type {nb.type_name}".encode()[:300])
+                send("H", index, f"returned rigged type {nb.type_name}".encode()[:300])
                 exit_(0)
             raise TypeError(f"returned {nb.type_name}; only builtin types are accepted") from None
         return value
@@ -376,23 +402,23 @@ def _input_fd(text: str) -> int:
     return fd
 
 
-def run_test(index: int, test: dict, spec: dict) -> dict:
-    """Fork, supervise and judge one test; returns the `result` record."""
+def supervise(spec: dict, chunk: list) -> list[dict]:
+    """Fork a child for `chunk` ([(index, test)]), judge what it reports; >= 1 record, in order."""
     nonce = os.urandom(NONCE_BYTES)
-    kind = test["kind"]
+    stdio = chunk[0][1]["kind"] == "stdio"
     res_r, res_w = os.pipe()
-    if kind == "stdio":
+    if stdio:
         out_r, out_w = os.pipe()
-        out_cap = int(test.get("max_output") or (1 << 20))
+        out_cap = int(chunk[0][1].get("max_output") or (1 << 20))
+        in_fd = _input_fd(chunk[0][1].get("input", ""))
     else:
-        out_r, out_w = None, os.open(os.devnull, os.O_WRONLY)
-        out_cap = 0
-    in_fd = _input_fd(test.get("input", "")) if kind == "stdio" else os.open(os.devnull, os.O_RDONLY)
-    start = time.monotonic()
+        out_r, out_w, out_cap = None, os.open(os.devnull, os.O_WRONLY), 0
+        in_fd = os.open(os.devnull, os.O_RDONLY)
+    started = time.monotonic()
     pid = os.fork()
     if pid == 0:
         try:
-            _child(test, spec, nonce, res_w, out_w, in_fd)
+            _child(spec, chunk, nonce, res_w, out_w, in_fd)
         finally:
             os._exit(70)
     for fd in (res_w, out_w, in_fd):
@@ -402,12 +428,14 @@ def run_test(index: int, test: dict, spec: dict) -> dict:
     except OSError:
         pass
     limit = float(spec["time_limit_s"])
-    deadline = start + limit * float(spec.get("wall_factor", 2.0)) + 0.2
-    out, res, verdict, status, usage = bytearray(), bytearray(), None, None, None
+    wall = limit * float(spec.get("wall_factor", 2.0)) + 0.2
+    res_cap = int(spec.get("max_value_bytes") or MAX_CHILD_MESSAGE) + 4096
+    out, buf, pending, records = bytearray(), bytearray(), [], []
+    status = usage = verdict = None
+    ready, pos, mark = stdio, 0, started
+    deadline = started + wall
     sel = selectors.DefaultSelector()
-    streams = {res_r: (res, MAX_CHILD_MESSAGE)}
-    if out_r is not None:
-        streams[out_r] = (out, out_cap)
+    streams = {res_r: buf} if out_r is None else {res_r: buf, out_r: out}
     for fd in streams:
         sel.register(fd, selectors.EVENT_READ)
     try:
@@ -415,41 +443,57 @@ def run_test(index: int, test: dict, spec: dict) -> dict:
         sel.register(pidfd, selectors.EVENT_READ)
     except (AttributeError, OSError):
         pidfd = None
-    while True:
+    while pos < len(chunk) and verdict is None:
         if status is None:
-            done, status, usage = _try_reap(pid)
+            reaped, status_now, usage_now = os.wait4(pid, os.WNOHANG)
+            if reaped:
+                status, usage = status_now, usage_now
         if status is not None and not streams:
             break
         now = time.monotonic()
         if now >= deadline:
-            verdict = verdict or "timeout"
+            verdict = "timeout"
             break
-        wait = deadline - now if (pidfd is not None or status is not None) else min(0.005, deadline - now)
-        if status is not None:
-            wait = min(wait, 0.5)  # the child is gone; only descendants can hold the pipes open
-        events = sel.select(wait)
+        wait = deadline - now if pidfd is not None else min(0.005, deadline - now)
+        events = sel.select(min(wait, 0.5) if status is not None else wait)
         if not events and status is not None:
             break
         for key, _ in events:
-            fd = key.fd
-            if fd == pidfd:
+            if key.fd == pidfd:
                 sel.unregister(pidfd)
                 os.close(pidfd)
                 pidfd = None
                 continue
-            buf, cap = streams[fd]
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                sel.unregister(fd)
-                del streams[fd]
+            target = streams[key.fd]
+            data = os.read(key.fd, 1 << 16)
+            if not data:
+                sel.unregister(key.fd)
+                del streams[key.fd]
                 continue
-            buf += chunk
-            if len(buf) > cap:
+            target += data
+            if len(target) > (out_cap if key.fd == out_r else res_cap):
                 verdict = "output"
-                break
-        if verdict:
+        messages = take_messages(buf, nonce)
+        if messages is None:
+            verdict = "forged"
             break
-    elapsed = time.monotonic() - start
+        for tag, index, body in messages:
+            now = time.monotonic()
+            if stdio or (not ready and tag != "R"):
+                pending.append((tag, body))  # judged when the child is gone
+                continue
+            if tag == "R" and not ready and index == chunk[0][0]:
+                ready, mark, deadline = True, now, now + wall
+                continue
+            if index != chunk[pos][0]:
+                verdict = "forged"
+                break
+            record = _message_record(chunk[pos], tag, body, now - mark)
+            records.append(record)
+            pos, mark, deadline = pos + 1, now, now + wall
+            if record["outcome"] in ("hack", "internal"):
+                verdict = "stop"
+                break
     try:
         os.killpg(pid, signal.SIGKILL)
     except OSError:
@@ -458,54 +502,59 @@ def run_test(index: int, test: dict, spec: dict) -> dict:
         _, status, usage = os.wait4(pid, 0)
     for fd in list(streams) + ([pidfd] if pidfd is not None else []):
         os.close(fd)
-    for fd in (res_r, out_r):
-        if fd is not None and fd not in streams:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
     sel.close()
-    cpu = usage.ru_utime + usage.ru_stime if usage is not None else None
-    record = {"type": "result", "index": index, "time_s": round(elapsed, 4),
-              "cpu_s": round(cpu, 4) if cpu is not None else None}
-    messages = parse_child_messages(bytes(res), nonce)
-    return _judge(record, kind, verdict, status, cpu, limit, bytes(out), messages)
+    if pos >= len(chunk) or verdict == "stop":
+        return records
+    index, test = chunk[pos]
+    record = {"type": "result", "index": index, "time_s": round(time.monotonic() - mark, 4)}
+    if verdict == "forged":
+        return records + [{**record, "outcome": "hack", "hack": "malformed or forged result message"}]
+    cpu = usage.ru_utime + usage.ru_stime if (usage is not None and stdio) else None
+    record = _exit_record(record, stdio, verdict, status, cpu, limit, bytes(out), pending)
+    if ready or record["outcome"] == "hack":
+        return records + [record]
+    # the solution failed before any test could run: the same outcome holds for every test here
+    return records + [{**record, "index": i} for i, _ in chunk]
 
 
-def _try_reap(pid: int):
-    pid_done, status, usage = os.wait4(pid, os.WNOHANG)
-    return (True, status, usage) if pid_done else (False, None, None)
+def _message_record(item: tuple, tag: str, body: bytes, elapsed: float) -> dict:
+    """A session child's message about one test → result record."""
+    index, test = item
+    record = {"type": "result", "index": index, "time_s": round(elapsed, 4)}
+    if tag == "H":
+        return {**record, "outcome": "hack", "hack": body.decode(errors="replace")}
+    if tag == "I":
+        return {**record, "outcome": "internal", "error": body.decode(errors="replace")[:2000]}
+    if tag == "M":
+        return {**record, "outcome": "memory"}
+    if tag == "E":
+        return {**record, "outcome": "error", "error": _json_or_text(body)}
+    if tag == "N":
+        return {**record, "outcome": "invalid", "returned": _json_or_text(body)}
+    if tag == "V" and test["kind"] == "call":
+        return {**record, "outcome": "ok", "values": body.decode()}
+    if tag == "P" and test["kind"] == "assert":
+        return {**record, "outcome": "ok"}
+    return {**record, "outcome": "hack", "hack": f"unexpected message {tag!r}"}
 
 
-def _judge(record: dict, kind: str, verdict: str | None, status: int, cpu: float | None, limit: float,
-           out: bytes, messages: list[tuple[str, bytes]] | None) -> dict:
-    """Turn what the child did into an outcome (see module docstring)."""
-    if messages is None:
-        return {**record, "outcome": "hack", "hack": "malformed or forged message on the result pipe"}
-    tags = [tag for tag, _ in messages]
+def _exit_record(record: dict, stdio: bool, verdict: str | None, status: int, cpu: float | None, limit: float,
+                 out: bytes, pending: list[tuple[str, bytes]]) -> dict:
+    """The outcome of the test a child was on when it ended (stdio: its only test)."""
+    tags = [tag for tag, _ in pending]
     if "H" in tags:
-        return {**record, "outcome": "hack", "hack": messages[tags.index("H")][1].decode(errors="replace")}
-    if len(messages) > 1:
+        return {**record, "outcome": "hack", "hack": pending[tags.index("H")][1].decode(errors="replace")}
+    if len(pending) > 1:
         return {**record, "outcome": "hack", "hack": "more than one result message"}
     if verdict == "output":
         return {**record, "outcome": "output", "stdout_bytes": len(out)}
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
     if verdict == "timeout" or sig == signal.SIGXCPU or (cpu is not None and cpu > limit):
         return {**record, "outcome": "timeout"}
-    if messages:
-        tag, body = messages[0]
-        if tag == "I":
-            return {**record, "outcome": "internal", "error": body.decode(errors="replace")[:2000]}
-        if tag == "M":
-            return {**record, "outcome": "memory"}
-        if tag == "E":
-            return {**record, "outcome": "error", "error": _json_or_text(body)}
-        if tag == "N":
-            return {**record, "outcome": "invalid", "returned": _json_or_text(body)}
-        if tag == "V" and kind == "call":
-            return {**record, "outcome": "ok", "values": body.decode()}
-        if tag == "P" and kind == "assert":
-            return {**record, "outcome": "ok"}
+    if pending:
+        tag, body = pending[0]
+        if tag in "IME":
+            return _message_record((record["index"], {"kind": "stdio"}), tag, body, record["time_s"])
         return {**record, "outcome": "hack", "hack": f"unexpected message {tag!r}"}
     if sig is not None:
         if sig == signal.SIGKILL:
@@ -513,7 +562,7 @@ def _judge(record: dict, kind: str, verdict: str | None, status: int, cpu: float
         return {**record, "outcome": "error", "signal": sig,
                 "error": {"type": "Signal", "message": f"killed by {signal.Signals(sig).name}"}}
     code = os.WEXITSTATUS(status)
-    if kind == "stdio":
+    if stdio:
         if code == 0:
             return {**record, "outcome": "ok", "stdout": out.decode("utf-8", errors="replace")}
         return {**record, "outcome": "error", "error": {"type": "Exit", "message": f"exit code {code}"}}
@@ -541,22 +590,33 @@ def main() -> int:
     with open("spec.json", encoding="utf-8") as handle:
         spec = json.load(handle)
     os.unlink("spec.json")
-    tests = spec["tests"]
+    tests = list(enumerate(spec["tests"]))
     write_record({"type": "hello", "version": 1, "tests": len(tests)})
     for name in _PRELOAD:
         try:
             __import__(name)
         except ImportError:
             pass
-    count = 0
-    for index, test in enumerate(tests):
-        record = run_test(index, test, spec)
-        write_record(record)
-        count += 1
-        if record["outcome"] == "internal":
+    count, pos = 0, 0
+    while pos < len(tests):
+        if tests[pos][1]["kind"] == "stdio":
+            chunk = tests[pos:pos + 1]
+        else:  # a session: consecutive call/assert tests share one child
+            end = pos
+            while end < len(tests) and tests[end][1]["kind"] != "stdio":
+                end += 1
+            chunk = tests[pos:end]
+        stop = False
+        for record in supervise(spec, chunk):
+            write_record(record)
+            count += 1
+            outcome = record["outcome"]
+            if outcome in ("hack", "internal") or (spec.get("stop_on_failure") and outcome != "ok"):
+                stop = True
+                break
+        if stop:
             break
-        if spec.get("stop_on_failure") and record["outcome"] != "ok":
-            break
+        pos = count
     write_record({"type": "done", "count": count})
     return 0
 

@@ -1,0 +1,357 @@
+"""Code rubric: extract a Python solution, run its tests in ONE sandbox job, judge on the host.
+
+`CodeRubric.score(sample)` expects `sample.answer` to be a `TestSuite` (or its dict form; see
+`rubrics.code_tests`). Outcomes:
+
+* no fenced code block in the final segment (after `</think>`)   → 0, `Status.NO_ANSWER`
+* the code does not compile (SyntaxError)                           → 0, `Status.INVALID`
+* a hack detector hit (static scan or in-sandbox audit hook/exit)   → 0, `Status.HACK`, components hack=1
+* tests ran: `reward="binary"` → 1.0 iff all pass; `"fraction"` → passed/total   (`Status.OK`)
+* sandbox/infrastructure failure (no records, corrupt channel, the job's own wall limit, harness
+  failure)                                                          → `score=None`, `ERROR`/`TIMEOUT`
+
+Feedback (safe to show the policy, deterministic): the first failing test with its input (or call),
+expected vs actual (clipped head+tail), or the error line; or "All N tests passed.".
+Identical completions of one group are scored once (`_score_group`); distinct ones run concurrently.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import hashlib
+import json
+import re
+import struct
+from collections.abc import Sequence
+from importlib import resources
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from rubrics.code_tests import (
+    AssertTest,
+    CallTest,
+    DecodeError,
+    Outcome,
+    StdioTest,
+    TestSuite,
+    compare_stdout,
+    decode,
+    run_check,
+    suite_from,
+)
+from rubrics.core import RewardResult, Rubric, Sample, Status
+from rubrics.text import final_segment
+from sandbox.core import ExecResult, Job, LimitHit, Limits, Sandbox
+
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([^\s`]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.MULTILINE | re.DOTALL)
+_RUNNER = resources.files("sandbox").joinpath("runner.py").read_text(encoding="utf-8")
+# Attribute/module names that only frame walking, heap scanning or interpreter tampering need.
+_SUSPECT_ATTRS = {"_getframe", "f_back", "f_globals", "f_locals", "tb_frame", "gi_frame", "cr_frame",
+                  "_current_frames", "settrace", "setprofile", "get_referrers", "get_referents", "get_objects",
+                  "addaudithook"}
+_SUSPECT_MODULES = {"ctypes", "_ctypes"}
+_VERDICT_TEXT = {
+    "wrong_answer": "wrong answer", "runtime_error": "runtime error", "timeout": "time limit exceeded",
+    "memory": "memory limit exceeded", "output_limit": "output limit exceeded",
+    "invalid_value": "returned a value of a non-builtin type", "not_run": "not run",
+}
+
+
+class CodeRubricConfig(BaseModel):
+    """How completions are extracted, run and rewarded. Defaults work offline."""
+
+    reward: Literal["binary", "fraction"] = Field("binary", description="all-pass or pass fraction")
+    languages: tuple[str, ...] = Field(("python", "py", "python3", ""), description="accepted fence tags")
+    python: str = Field("python3", description="interpreter inside the sandbox")
+    max_concurrency: int = Field(8, description="sandbox jobs in flight per rubric")
+    wall_factor: float = Field(2.0, description="per-test wall limit = time limit x this (CPU = time limit)")
+    job_overhead_s: float = Field(10.0, description="job wall budget on top of the per-test limits")
+    stop_on_failure: bool | None = Field(None, description="stop at the first failure (default: binary)")
+    feedback_chars: int = Field(600, description="clip each feedback field to this many characters")
+    static_hack_scan: bool = Field(True, description="flag frame/heap/ctypes access in call/assert tests")
+    max_value_bytes: int = Field(1 << 20, description="largest encoded return value of one test")
+
+
+def extract_code(text: str, languages: Sequence[str] = ("python", "py", "python3", "")) -> str | None:
+    """The last closed fenced block whose tag is in `languages` ('' = untagged), in the final segment
+    (text after the last `</think>`; None if a think block is left open). None if there is none."""
+    final = final_segment(text)
+    if final is None:
+        return None
+    wanted = {lang.lower() for lang in languages}
+    blocks = [m.group(3) for m in _FENCE.finditer(final) if m.group(2).lower() in wanted]
+    blocks = [b for b in blocks if b.strip()]
+    return blocks[-1] if blocks else None
+
+
+def static_hack_scan(tree: ast.AST) -> str | None:
+    """A reason if the code reaches for frames, the heap, tracing or ctypes; None otherwise."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in _SUSPECT_ATTRS:
+            return f"uses .{node.attr} (line {node.lineno})"
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) else [])
+            if any((n or "").split(".")[0] in _SUSPECT_MODULES for n in names):
+                return f"imports ctypes (line {node.lineno})"
+        if isinstance(node, ast.Name) and node.id == "__builtins__":
+            return f"touches __builtins__ (line {node.lineno})"
+    return None
+
+
+def clip(text: str, limit: int) -> str:
+    """Head and tail of `text` within about `limit` characters, saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    head, tail = limit * 2 // 3, limit // 3
+    return f"{text[:head]}\n...[{len(text) - head - tail} characters omitted]...\n{text[len(text) - tail:]}"
+
+
+class CodeRubric(Rubric):
+    """Runs a completion's code against `sample.answer` (a TestSuite) in a sandbox (see module doc)."""
+
+    name = "code"
+
+    def __init__(self, sandbox: Sandbox | str = "auto", config: CodeRubricConfig | None = None) -> None:
+        self.config = config or CodeRubricConfig()
+        self._sandbox_spec = sandbox
+        self._sandbox: Sandbox | None = sandbox if not isinstance(sandbox, str) else None
+        self._owns_sandbox = isinstance(sandbox, str)
+        self._limit = asyncio.Semaphore(self.config.max_concurrency)
+
+    @property
+    def sandbox(self) -> Sandbox:
+        if self._sandbox is None:
+            from sandbox import get_sandbox  # lazily: only when no sandbox was given
+
+            self._sandbox = get_sandbox(self._sandbox_spec)
+        return self._sandbox
+
+    async def aclose(self) -> None:
+        if self._owns_sandbox and self._sandbox is not None:
+            sandbox, self._sandbox = self._sandbox, None
+            await sandbox.close()
+
+    async def _score(self, sample: Sample) -> RewardResult:
+        return (await self._score_group([sample]))[0]
+
+    async def _score_group(self, samples: Sequence[Sample]) -> list[RewardResult]:
+        prepared = [self._prepare(s) for s in samples]
+        jobs: dict[str, tuple[str, TestSuite]] = {}
+        for item in prepared:
+            if isinstance(item, tuple):
+                jobs.setdefault(item[0], item[1:])  # type: ignore[arg-type]
+        keys = list(jobs)
+        results = await asyncio.gather(*(self._guarded_run(*jobs[k]) for k in keys))
+        by_key = dict(zip(keys, results, strict=True))
+        return [item if isinstance(item, RewardResult) else by_key[item[0]] for item in prepared]
+
+    def _prepare(self, sample: Sample) -> RewardResult | tuple[str, str, TestSuite]:
+        """An immediate verdict, or (dedup key, code, suite) to run."""
+        try:
+            suite = suite_from(sample.answer)
+        except (ValueError, KeyError, TypeError) as exc:
+            return RewardResult.unverified(Status.ERROR, f"bad test suite: {exc}")
+        code = extract_code(sample.completion_text, self.config.languages)
+        if code is None:
+            return RewardResult.zero(Status.NO_ANSWER, "no fenced python block",
+                                     feedback="No ```python code block found in the answer.")
+        try:
+            tree = ast.parse(code)
+        except (SyntaxError, ValueError) as exc:
+            line = getattr(exc, "lineno", None)
+            msg = f"SyntaxError: {getattr(exc, 'msg', exc)}" + (f" (line {line})" if line else "")
+            return RewardResult.zero(Status.INVALID, msg, feedback=f"Your code does not compile. {msg}")
+        except RecursionError:
+            return RewardResult.zero(Status.INVALID, "code nested too deeply to parse")
+        if self.config.static_hack_scan and not all(isinstance(t, StdioTest) for t in suite.tests):
+            hit = static_hack_scan(tree)
+            if hit:
+                return RewardResult(score=0.0, status=Status.HACK, components={"hack": 1.0},
+                                    reason=f"hack suspected (static): {hit}", feedback="")
+        key = hashlib.sha256(code.encode() + json.dumps(suite.to_dict(), sort_keys=True, default=repr).encode())
+        return key.hexdigest(), code, suite
+
+    async def _guarded_run(self, code: str, suite: TestSuite) -> RewardResult:
+        async with self._limit:
+            job = self.build_job(code, suite)
+            try:
+                result = await self.sandbox.run(job)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - infrastructure, never the model's fault
+                return RewardResult.unverified(Status.ERROR, f"sandbox failed: {type(exc).__name__}: {exc}")
+        return await asyncio.to_thread(self.judge, result, suite)
+
+    # ------------------------------------------------------------------------- job construction
+
+    def build_job(self, code: str, suite: TestSuite) -> Job:
+        """One sandbox job running every test of `suite` against `code`."""
+        tests, channel_budget = [], 0
+        for test in suite.tests:
+            if isinstance(test, StdioTest):
+                cap = 2 * len(test.output.encode()) + 4096
+                tests.append({"kind": "stdio", "input": test.input, "max_output": cap})
+                channel_budget += cap * 2 + 8192  # JSON escaping can double it
+            elif isinstance(test, CallTest):
+                tests.append({"kind": "call", "calls": list(test.calls), "args": test.args})
+                channel_budget += self.config.max_value_bytes + 8192
+            else:
+                tests.append({"kind": "assert", "code": test.code})
+                channel_budget += 8192
+        stop = self.config.stop_on_failure
+        spec = {
+            "version": 1, "setup": suite.setup, "code": code, "entry_point": suite.entry_point, "tests": tests,
+            "time_limit_s": suite.time_limit_s, "wall_factor": self.config.wall_factor,
+            "memory_mb": suite.memory_mb, "stop_on_failure": self.config.reward == "binary" if stop is None else stop,
+            "max_value_bytes": self.config.max_value_bytes,
+        }
+        per_test = suite.time_limit_s * self.config.wall_factor + 0.5
+        budget = len(tests) * per_test + self.config.job_overhead_s
+        limits = Limits(wall_time_s=budget, cpu_time_s=budget, memory_mb=suite.memory_mb + 256, processes=64,
+                        output_bytes=max(1 << 20, channel_budget))
+        files = {"runner.py": _RUNNER, "spec.json": json.dumps(spec)}
+        return Job(command=(self.config.python, "runner.py"), files=files, limits=limits, channel=True)
+
+    # ------------------------------------------------------------------------- judging
+
+    def judge(self, result: ExecResult, suite: TestSuite) -> RewardResult:
+        """Turn the job's channel records into a RewardResult (runs in a worker thread)."""
+        records = _read_records(result.channel)
+        if records is None or result.channel_truncated:
+            return RewardResult.unverified(Status.ERROR, "corrupt or truncated result channel")
+        if not records or records[0].get("type") != "hello":
+            return _infra(result, "runner never started")
+        done = records[-1].get("type") == "done"
+        rows = [r for r in records if r.get("type") == "result"]
+        if any(r.get("outcome") == "internal" for r in rows):
+            bad = next(r for r in rows if r.get("outcome") == "internal")
+            return RewardResult.unverified(Status.ERROR, f"harness failure: {bad.get('error')}")
+        if not done:
+            return _infra(result, f"runner stopped after {len(rows)} of {len(suite.tests)} tests")
+        if [r.get("index") for r in rows] != list(range(len(rows))) or len(rows) > len(suite.tests):
+            return RewardResult.unverified(Status.ERROR, "result records out of order")
+        outcomes = [self._outcome(row, suite.tests[row["index"]], suite) for row in rows]
+        outcomes += [Outcome(i, "not_run") for i in range(len(rows), len(suite.tests))]
+        return self._reward(outcomes, suite)
+
+    def _outcome(self, row: dict[str, Any], test: Any, suite: TestSuite) -> Outcome:
+        index, kind = row["index"], row.get("outcome")
+        if kind == "hack":
+            return Outcome(index, "hack", {"why": str(row.get("hack"))[:500]})
+        if kind == "invalid":
+            returned = row.get("returned") if isinstance(row.get("returned"), dict) else {}
+            verdict = "hack" if returned.get("rigged") else "invalid_value"
+            return Outcome(index, verdict, {"why": f"returned {returned.get('type')}"})
+        if kind in ("timeout", "memory"):
+            return Outcome(index, kind)
+        if kind == "output":
+            return Outcome(index, "output_limit")
+        if kind == "error":
+            return Outcome(index, "runtime_error", {"error": _error_text(row.get("error"))})
+        if kind != "ok":
+            return Outcome(index, "runtime_error", {"error": f"unknown outcome {kind!r}"})
+        if isinstance(test, StdioTest):
+            ok, why = compare_stdout(str(row.get("stdout", "")), test.output, suite.float_tol)
+            return Outcome(index, "passed" if ok else "wrong_answer", {"got": row.get("stdout", ""), "why": why})
+        if isinstance(test, CallTest):
+            try:
+                values = decode(json.loads(row.get("values", "null")))
+            except (DecodeError, ValueError, RecursionError) as exc:
+                return Outcome(index, "invalid_value", {"why": f"undecodable value: {exc}"})
+            if not isinstance(values, list) or len(values) != len(test.calls):
+                return Outcome(index, "invalid_value", {"why": "wrong number of values"})
+            ok = run_check(test.check, values, test.expected)
+            return Outcome(index, "passed" if ok else "wrong_answer", {"values": values})
+        return Outcome(index, "passed")
+
+    def _reward(self, outcomes: list[Outcome], suite: TestSuite) -> RewardResult:
+        total = len(outcomes)
+        passed = sum(o.passed for o in outcomes)
+        counts: dict[str, int] = {}
+        for o in outcomes:
+            counts[o.verdict] = counts.get(o.verdict, 0) + 1
+        summary = ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))
+        hacks = [o for o in outcomes if o.verdict == "hack"]
+        if hacks:
+            first = hacks[0]
+            return RewardResult(score=0.0, status=Status.HACK, components={"hack": 1.0, "passed": float(passed),
+                                                                           "total": float(total)},
+                                reason=f"hack suspected in test {first.index}: {first.detail.get('why')}")
+        fraction = passed / total if total else 0.0
+        score = fraction if self.config.reward == "fraction" else float(passed == total)
+        components = {"pass_fraction": fraction, "passed": float(passed), "total": float(total),
+                      "all_passed": float(passed == total)}
+        failing = next((o for o in outcomes if not o.passed), None)
+        feedback = f"All {total} tests passed." if failing is None else self.feedback(failing, suite, total)
+        return RewardResult(score=score, status=Status.OK, components=components, feedback=feedback,
+                            reason=f"{passed}/{total} passed ({summary})")
+
+    def feedback(self, outcome: Outcome, suite: TestSuite, total: int) -> str:
+        """Deterministic text about one failing test (first failure), clipped field by field."""
+        n = self.config.feedback_chars
+        test = suite.tests[outcome.index]
+        lines = [f"Test {outcome.index + 1} of {total} failed: {_VERDICT_TEXT.get(outcome.verdict, outcome.verdict)}."]
+        if outcome.verdict == "timeout":
+            lines[0] = lines[0][:-1] + f" ({suite.time_limit_s:g} s)."
+        if outcome.verdict == "memory":
+            lines[0] = lines[0][:-1] + f" ({suite.memory_mb} MB)."
+        if isinstance(test, StdioTest):
+            lines += ["Input:", clip(test.input, n)]
+            if outcome.verdict == "wrong_answer":
+                lines += ["Expected output:", clip(test.output, n), "Your output:", clip(str(outcome.detail["got"]), n)]
+                if outcome.detail.get("why"):
+                    lines.append(f"({outcome.detail['why']})")
+        elif isinstance(test, CallTest):
+            lines.append(f"Test: {clip(test.source or ' ; '.join(test.calls), n)}")
+            if outcome.verdict == "wrong_answer":
+                if "expected" in test.check and test.expected is not None:
+                    lines.append(f"Expected: {clip(repr(test.expected), n)}")
+                got = outcome.detail.get("values", [])
+                shown = repr(got[0]) if len(got) == 1 else ", ".join(f"v{i}={v!r}" for i, v in enumerate(got))
+                lines.append(f"Got: {clip(shown, n)}")
+        elif isinstance(test, AssertTest):
+            lines.append(f"Test: {clip(test.source or test.code, n)}")
+        if outcome.verdict in ("runtime_error", "invalid_value") and outcome.detail:
+            lines.append(clip(str(outcome.detail.get("error") or outcome.detail.get("why")), n))
+        return "\n".join(lines)
+
+
+def _read_records(data: bytes) -> list[dict[str, Any]] | None:
+    out, pos = [], 0
+    while pos < len(data):
+        if pos + 4 > len(data):
+            return None
+        (size,) = struct.unpack(">I", data[pos : pos + 4])
+        body = data[pos + 4 : pos + 4 + size]
+        if len(body) != size:
+            return None
+        try:
+            record = json.loads(body)
+        except ValueError:
+            return None
+        if not isinstance(record, dict):
+            return None
+        out.append(record)
+        pos += 4 + size
+    return out
+
+
+def _infra(result: ExecResult, what: str) -> RewardResult:
+    tail = result.stderr[-300:].decode(errors="replace").strip()
+    detail = f"{what} (exit {result.exit_code}, signal {result.signal}, limit {result.limit_hit.value})"
+    if tail:
+        detail += f": {tail}"
+    if result.limit_hit in (LimitHit.WALL_TIME, LimitHit.CPU_TIME):
+        return RewardResult.unverified(Status.TIMEOUT, detail)
+    return RewardResult.unverified(Status.ERROR, detail)
+
+
+def _error_text(error: Any) -> str:
+    if isinstance(error, dict):
+        text = f"{error.get('type', 'Error')}: {error.get('message', '')}".rstrip(": ")
+        if error.get("line") and error.get("where") == "solution":
+            text += f" (line {error['line']} of your code)"
+        return text
+    return str(error)
