@@ -1,0 +1,2 @@
+def python_plan(command, python):
+    return None
