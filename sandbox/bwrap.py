@@ -337,11 +337,12 @@ class BwrapSandbox:
         return slot.oom_kills(), slot.pids_events()
 
     def _result(
-        self, cap, slot, reason, exit_code, sig, oom0, pids0, wall, cpu, cpu_limit, peak=None
+        self, cap, slot, reason, exit_code, sig, oom0, pids0, wall, cpu, cpu_limit, peak=None, sweep=True
     ) -> ExecResult:
         oom = pids_hit = False
         if slot is not None and slot.version != "none":
-            slot.kill_all()  # safety net: the pid namespace is already gone
+            if sweep:
+                slot.kill_all()  # one-shot safety net (the pid namespace is already gone)
             oom = slot.oom_kills() > oom0
             pids_hit = slot.pids_events() > pids0
             peak = slot.peak_mb() or peak
