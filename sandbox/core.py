@@ -12,12 +12,15 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol, runtime_checkable
 
-
 CHANNEL_FD = 3
 
 
 class SandboxUnavailable(RuntimeError):
     """The backend cannot provide isolation on this host; the message says why."""
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself failed (not the job): treat the job as unverifiable, never as a zero."""
 
 
 class LimitHit(str, Enum):
@@ -43,6 +46,7 @@ class Limits:
     output_bytes: int = 1 << 20  # per stream; more is dropped and flagged as truncated
     file_size_mb: int = 16
     network: bool = False
+    scratch_mb: int = 64  # size of the private writable scratch dir (the job's cwd)
 
 
 @dataclass(frozen=True)

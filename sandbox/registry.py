@@ -1,0 +1,79 @@
+"""Choose a backend by name: `get_sandbox("auto" | "bwrap" | "docker")`, and report what works here."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+from typing import Any
+
+from sandbox.core import ExecResult, Job, Limits, Sandbox, SandboxUnavailable
+
+log = logging.getLogger(__name__)
+BACKENDS = ("bwrap", "docker")
+
+
+def _make(name: str, **options: Any) -> Sandbox:
+    if name == "bwrap":
+        from sandbox.bwrap import BwrapConfig, BwrapSandbox
+
+        return BwrapSandbox(BwrapConfig(**options))
+    if name == "docker":
+        from sandbox.docker import DockerConfig, DockerSandbox
+
+        return DockerSandbox(DockerConfig(**options))
+    raise ValueError(f"unknown sandbox backend {name!r}; expected 'auto' or one of {BACKENDS}")
+
+
+def get_sandbox(name: str = "auto", **options: Any) -> Sandbox:
+    """Build the named backend, or for "auto" the first that works here (bwrap, then docker).
+
+    Raises `SandboxUnavailable` listing why each candidate failed; never falls back to running
+    unsandboxed. The chosen backend's `name` says which one you got (also logged).
+    """
+    if name != "auto":
+        return _make(name, **options)
+    reasons = []
+    for candidate in BACKENDS:
+        try:
+            sb = _make(candidate, **options)
+        except SandboxUnavailable as e:
+            reasons.append(f"{candidate}: {e}")
+            continue
+        log.info("sandbox: using %s", sb.describe() if hasattr(sb, "describe") else sb.name)
+        return sb
+    raise SandboxUnavailable("no sandbox backend works here: " + "; ".join(reasons))
+
+
+def run_sync(sandbox: Sandbox, job: Job) -> ExecResult:
+    """Synchronous convenience for any backend, callable from inside or outside an event loop."""
+    direct = getattr(sandbox, "run_sync", None)
+    if direct is not None:
+        return direct(job)
+    with concurrent.futures.ThreadPoolExecutor(1) as ex:
+        return ex.submit(asyncio.run, sandbox.run(job)).result()
+
+
+def check() -> dict[str, str]:
+    """Try every backend with a trivial job; map name -> 'ok: ...' or the reason it is unavailable."""
+    out = {}
+    for name in BACKENDS:
+        try:
+            sb = _make(name, **({"slots": 1} if name == "bwrap" else {"pool_size": 1}))
+        except (SandboxUnavailable, ImportError) as e:
+            out[name] = f"unavailable: {e}"
+            continue
+        try:
+            res = run_sync(sb, Job(command=("python3", "-c", "print(6*7)"), limits=Limits(wall_time_s=30)))
+            ok = res.ok and res.stdout.strip() == b"42"
+            desc = sb.describe() if hasattr(sb, "describe") else name
+            out[name] = f"ok: {desc}" if ok else f"broken: {res}"
+        except Exception as e:  # report, do not crash the check
+            out[name] = f"broken: {type(e).__name__}: {e}"
+        finally:
+            close = getattr(sb, "close_sync", None)
+            if close:
+                close()
+            else:
+                asyncio.run(sb.close())
+    return out
