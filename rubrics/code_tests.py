@@ -60,6 +60,8 @@ Test = Union[StdioTest, CallTest, AssertTest]
 class TestSuite:
     """Tests of one problem plus trusted setup code and limits (per test)."""
 
+    __test__ = False  # not a pytest class
+
     tests: tuple[Test, ...]
     setup: str = ""
     entry_point: str | None = None

@@ -100,3 +100,24 @@ def code_sandbox():
         sandbox = HostProcessSandbox()
     yield sandbox
     asyncio.run(sandbox.close())
+
+
+class CountingSandbox:
+    """Delegates to a real sandbox and counts the jobs it was asked to run."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.jobs = 0
+
+    async def run(self, job: Job) -> ExecResult:
+        self.jobs += 1
+        return await self.inner.run(job)
+
+    async def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def counting(code_sandbox) -> CountingSandbox:
+    return CountingSandbox(code_sandbox)

@@ -1,0 +1,136 @@
+"""CodeRubric end to end on the default sandbox: every test format, verdict class and reward mode."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rubrics.code import CodeRubric, CodeRubricConfig
+from rubrics.code_tests import StdioTest, TestSuite, asserts_to_tests, call_suite
+from rubrics.core import Sample, Status
+
+DATA = Path(__file__).with_name("data")
+STDIO = [json.loads(line) for line in (DATA / "stdio_problems.jsonl").read_text().splitlines() if line.strip()]
+
+
+def fenced(code: str) -> str:
+    return f"Here is my solution.\n```python\n{code}\n```\n"
+
+
+def stdio_suite(problem: dict, time_limit_s: float = 2.0) -> TestSuite:
+    tests = tuple(StdioTest(t["input"], t["output"]) for t in problem["tests"])
+    return TestSuite(tests, time_limit_s=time_limit_s, memory_mb=256)
+
+
+async def score_all(rubric: CodeRubric, completions: list[str], suite) -> list:
+    return await rubric.score_group([Sample(prompt="", completion=c, answer=suite) for c in completions])
+
+
+async def test_stdio_reference_solutions_pass(code_sandbox):
+    rubric = CodeRubric(code_sandbox)
+    results = await rubric.score_group(
+        [Sample(prompt=p["statement"], completion=fenced(p["solution"]), answer=stdio_suite(p)) for p in STDIO])
+    for problem, res in zip(STDIO, results, strict=True):
+        assert res.status is Status.OK and res.score == 1.0, (problem["name"], res)
+        assert res.feedback == f"All {len(problem['tests'])} tests passed."
+
+
+async def test_stdio_failure_classes(code_sandbox):
+    problem = STDIO[0]  # a + b
+    rubric = CodeRubric(code_sandbox, CodeRubricConfig(reward="fraction"))
+    cases = {
+        "print(3)": (1 / 3, "wrong_answer"),
+        "a, b = map(int, input().split())\nprint(a + b)\nprint(0)": (0.0, "wrong_answer"),  # extra line
+        "a, b = map(int, input().split())\nprint(a + b + 1)": (0.0, "wrong_answer"),  # off by one
+        "raise ValueError('boom')": (0.0, "runtime_error"),
+        "import sys\nsys.exit(3)": (0.0, "runtime_error"),
+        "while True:\n    pass": (0.0, "timeout"),
+        "x = bytearray(1 << 34)": (0.0, "memory"),
+        "while True:\n    print('y' * 1000)": (0.0, "output_limit"),
+        "import os\nos.abort()": (0.0, "runtime_error"),
+    }
+    suite = stdio_suite(problem, time_limit_s=1.0)
+    results = await score_all(rubric, [fenced(c) for c in cases], suite)
+    for (code, (score, verdict)), res in zip(cases.items(), results, strict=True):
+        assert res.status is Status.OK, (code, res)
+        assert res.score == pytest.approx(score), (code, res)
+        assert f"{verdict}=" in res.reason, (code, res.reason)
+
+
+async def test_feedback_names_first_failing_test(code_sandbox):
+    problem = STDIO[2]  # primes
+    rubric = CodeRubric(code_sandbox)
+    wrong = "n = int(input())\nfor p in range(2, n + 1):\n    print(p)"
+    res1, res2 = await score_all(rubric, [fenced(wrong), fenced(wrong + "  ")], stdio_suite(problem))
+    assert res1.score == 0.0 and res1.feedback == res2.feedback  # deterministic
+    fb = res1.feedback
+    assert fb.startswith("Test 1 of 3 failed: wrong answer.")
+    assert "Input:\n10\n" in fb and "Expected output:\n2\n3\n5\n7\n" in fb and "Your output:\n2\n3\n4\n" in fb
+    crash = (await score_all(rubric, [fenced("x = 1\ny = [][x]")], stdio_suite(problem)))[0]
+    assert "IndexError: list index out of range (line 2 of your code)" in crash.feedback
+
+
+async def test_no_answer_invalid_and_reward_modes(code_sandbox):
+    suite = stdio_suite(STDIO[0])
+    binary = CodeRubric(code_sandbox)
+    none, syntax = await score_all(binary, ["I think the answer is 3.", fenced("def f(:\n  pass")], suite)
+    assert none.status is Status.NO_ANSWER and none.score == 0.0
+    assert syntax.status is Status.INVALID and syntax.score == 0.0 and "SyntaxError" in syntax.feedback
+    partial = "a, b = map(int, input().split())\nprint(a + b if a > 0 else 99)"
+    fraction = CodeRubric(code_sandbox, CodeRubricConfig(reward="fraction", stop_on_failure=False))
+    (b,), (f,) = await score_all(binary, [fenced(partial)], suite), await score_all(fraction, [fenced(partial)], suite)
+    assert b.score == 0.0 and f.score == pytest.approx(2 / 3)
+    assert f.components["passed"] == 2 and f.components["total"] == 3
+
+
+async def test_identical_completions_run_once(counting):
+    rubric = CodeRubric(counting)
+    good = fenced(STDIO[0]["solution"])
+    results = await score_all(rubric, [good, good, fenced("print(3)"), good], stdio_suite(STDIO[0]))
+    assert [r.score for r in results] == [1.0, 1.0, 0.0, 1.0]
+    assert counting.jobs == 2
+
+
+async def test_mbpp_asserts_and_json_call_tests(code_sandbox):
+    rubric = CodeRubric(code_sandbox, CodeRubricConfig(reward="fraction"))
+    mbpp = TestSuite(tuple(asserts_to_tests(
+        "assert similar_elements((3, 4, 5, 6), (5, 7, 4, 10)) == (4, 5)\n"
+        "assert set(similar_elements((1, 2, 3, 4), (5, 4, 3, 7))) == set((3, 4))\n"
+        "assert math.isclose(sum(similar_elements((1.5,), (1.5,))), 1.5)\n")), setup="import math",
+        entry_point="similar_elements")
+    good = "def similar_elements(a, b):\n    return tuple(sorted(set(a) & set(b)))"
+    listy = "def similar_elements(a, b):\n    return sorted(set(a) & set(b))"  # list != tuple, as in Python
+    r_good, r_list = await score_all(rubric, [fenced(good), fenced(listy)], mbpp)
+    assert r_good.score == 1.0 and r_list.score == pytest.approx(2 / 3)
+
+    apps = call_suite("two_sum", inputs=[[[2, 7, 11, 15], 9], [[3, 2, 4], 6]], outputs=[[0, 1], [[1, 2]]])
+    sol = "def two_sum(nums, target):\n    seen = {}\n    for i, x in enumerate(nums):\n" \
+          "        if target - x in seen:\n            return (seen[target - x], i)\n        seen[x] = i"
+    leet = call_suite("twoSum", inputs=[[[2, 7, 11, 15], 9]], outputs=[[0, 1]], method_of="Solution")
+    cls = "class Solution:\n    def twoSum(self, nums, target):\n        return [0, 1]"
+    (r_apps,), (r_leet,) = await score_all(rubric, [fenced(sol)], apps), await score_all(rubric, [fenced(cls)], leet)
+    assert r_apps.score == 1.0 and r_leet.score == 1.0
+    wrong = (await score_all(rubric, [fenced("def two_sum(nums, target):\n    return [1, 0]")], apps))[0]
+    assert wrong.score == 0.0 and "Expected: [0, 1]" in wrong.feedback and "Got: [1, 0]" in wrong.feedback
+
+
+async def test_call_test_failure_classes(code_sandbox):
+    suite = TestSuite(tuple(asserts_to_tests("assert f(2) == 4\nassert f(3) == 9")), entry_point="f",
+                      time_limit_s=1.0, memory_mb=256)
+    rubric = CodeRubric(code_sandbox, CodeRubricConfig(reward="fraction", stop_on_failure=False))
+    cases = {
+        "def f(x):\n    return x * x": (1.0, "passed=2"),
+        "def f(x):\n    return x * x if x == 2 else 0": (0.5, "wrong_answer=1"),
+        "def f(x):\n    raise KeyError(x)": (0.0, "runtime_error=2"),
+        "def f(x):\n    while True:\n        pass": (0.0, "timeout=2"),
+        "def f(x):\n    return bytearray(1 << 34)": (0.0, "memory=2"),
+        "import numbers\nclass V:\n    pass\ndef f(x):\n    return V()": (0.0, "invalid_value=2"),
+        "raise RuntimeError('at import')": (0.0, "runtime_error=2"),
+        "def g(x):\n    return x": (0.0, "runtime_error=2"),  # missing entry point: NameError
+    }
+    results = await score_all(rubric, [fenced(c) for c in cases], suite)
+    for (code, (score, fragment)), res in zip(cases.items(), results, strict=True):
+        assert res.status is Status.OK and res.score == pytest.approx(score), (code, res)
+        assert fragment in res.reason, (code, res.reason)
