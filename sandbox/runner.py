@@ -55,7 +55,8 @@ _FRAME_OK = {
 }
 _FRAME_ATTRS = {"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back", "f_locals", "f_globals"}
 _ALWAYS_HACK = {"gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames",
-                "sys.settrace", "sys.setprofile", "sys.addaudithook", "code.__new__", "function.__new__"}
+                "sys.settrace", "sys.setprofile", "sys.addaudithook", "code.__new__", "function.__new__",
+                "os.system", "os.exec", "os.posix_spawn", "os.spawn", "subprocess.Popen", "pty.spawn"}
 _PRELOAD = ("math", "cmath", "re", "collections", "itertools", "functools", "heapq", "bisect", "string",
             "typing", "random", "copy", "operator")
 _GUARDED_MODULES = ("builtins", "math", "cmath", "operator", "copy", "random", "string", "itertools",
@@ -258,7 +259,10 @@ def _child(spec: dict, chunk: list, nonce: bytes, res_w: int, out_w: int, in_fd:
             _exit(0)
 
     sys.addaudithook(hook)
-    ns = {"__name__": "__main__" if stdio else "solution", "__builtins__": builtins}
+    module = type(sys)("__main__" if stdio else "solution")  # a real module: dataclasses, pickle look it up
+    sys.modules[module.__name__] = module
+    ns = module.__dict__
+    ns["__builtins__"] = builtins
     try:
         exec(compile(spec.get("setup") or "", "<setup>", "exec"), ns)
         setup_ns = dict(ns)
