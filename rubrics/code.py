@@ -45,17 +45,36 @@ from rubrics.core import RewardResult, Rubric, Sample, Status
 from rubrics.text import final_segment
 from sandbox.core import ExecResult, Job, LimitHit, Limits, Sandbox
 
-_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([^\s`]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.MULTILINE | re.DOTALL)
+_FENCE = re.compile(
+    r"^[ \t]*(`{3,}|~{3,})[ \t]*([^\s`]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.MULTILINE | re.DOTALL
+)
 _RUNNER = resources.files("sandbox").joinpath("runner.py").read_text(encoding="utf-8")
 # Attribute/module names that only frame walking, heap scanning or interpreter tampering need.
-_SUSPECT_ATTRS = {"_getframe", "f_back", "f_globals", "f_locals", "tb_frame", "gi_frame", "cr_frame",
-                  "_current_frames", "settrace", "setprofile", "get_referrers", "get_referents", "get_objects",
-                  "addaudithook"}
+_SUSPECT_ATTRS = {
+    "_getframe",
+    "f_back",
+    "f_globals",
+    "f_locals",
+    "tb_frame",
+    "gi_frame",
+    "cr_frame",
+    "_current_frames",
+    "settrace",
+    "setprofile",
+    "get_referrers",
+    "get_referents",
+    "get_objects",
+    "addaudithook",
+}
 _SUSPECT_MODULES = {"ctypes", "_ctypes"}
 _VERDICT_TEXT = {
-    "wrong_answer": "wrong answer", "runtime_error": "runtime error", "timeout": "time limit exceeded",
-    "memory": "memory limit exceeded", "output_limit": "output limit exceeded",
-    "invalid_value": "returned a value of a non-builtin type", "not_run": "not run",
+    "wrong_answer": "wrong answer",
+    "runtime_error": "runtime error",
+    "timeout": "time limit exceeded",
+    "memory": "memory limit exceeded",
+    "output_limit": "output limit exceeded",
+    "invalid_value": "returned a value of a non-builtin type",
+    "not_run": "not run",
 }
 
 
@@ -105,7 +124,7 @@ def clip(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     head, tail = limit * 2 // 3, limit // 3
-    return f"{text[:head]}\n...[{len(text) - head - tail} characters omitted]...\n{text[len(text) - tail:]}"
+    return f"{text[:head]}\n...[{len(text) - head - tail} characters omitted]...\n{text[len(text) - tail :]}"
 
 
 class CodeRubric(Rubric):
@@ -155,8 +174,11 @@ class CodeRubric(Rubric):
             return RewardResult.unverified(Status.ERROR, f"bad test suite: {exc}")
         code = extract_code(sample.completion_text, self.config.languages)
         if code is None:
-            return RewardResult.zero(Status.NO_ANSWER, "no fenced python block",
-                                     feedback="No ```python code block found in the answer.")
+            return RewardResult.zero(
+                Status.NO_ANSWER,
+                "no fenced python block",
+                feedback="No ```python code block found in the answer.",
+            )
         try:
             tree = ast.parse(code)
         except (SyntaxError, ValueError) as exc:
@@ -168,9 +190,16 @@ class CodeRubric(Rubric):
         if self.config.static_hack_scan and not all(isinstance(t, StdioTest) for t in suite.tests):
             hit = static_hack_scan(tree)
             if hit:
-                return RewardResult(score=0.0, status=Status.HACK, components={"hack": 1.0},
-                                    reason=f"hack suspected (static): {hit}", feedback="")
-        key = hashlib.sha256(code.encode() + json.dumps(suite.to_dict(), sort_keys=True, default=repr).encode())
+                return RewardResult(
+                    score=0.0,
+                    status=Status.HACK,
+                    components={"hack": 1.0},
+                    reason=f"hack suspected (static): {hit}",
+                    feedback="",
+                )
+        key = hashlib.sha256(
+            code.encode() + json.dumps(suite.to_dict(), sort_keys=True, default=repr).encode()
+        )
         return key.hexdigest(), code, suite
 
     async def _guarded_run(self, code: str, suite: TestSuite) -> RewardResult:
@@ -202,15 +231,26 @@ class CodeRubric(Rubric):
                 channel_budget += 8192
         stop = self.config.stop_on_failure
         spec = {
-            "version": 1, "setup": suite.setup, "code": code, "entry_point": suite.entry_point, "tests": tests,
-            "time_limit_s": suite.time_limit_s, "wall_factor": self.config.wall_factor,
-            "memory_mb": suite.memory_mb, "stop_on_failure": self.config.reward == "binary" if stop is None else stop,
+            "version": 1,
+            "setup": suite.setup,
+            "code": code,
+            "entry_point": suite.entry_point,
+            "tests": tests,
+            "time_limit_s": suite.time_limit_s,
+            "wall_factor": self.config.wall_factor,
+            "memory_mb": suite.memory_mb,
+            "stop_on_failure": self.config.reward == "binary" if stop is None else stop,
             "max_value_bytes": self.config.max_value_bytes,
         }
         per_test = suite.time_limit_s * self.config.wall_factor + 0.5
         budget = len(tests) * per_test + self.config.job_overhead_s
-        limits = Limits(wall_time_s=budget, cpu_time_s=budget, memory_mb=suite.memory_mb + 256, processes=64,
-                        output_bytes=max(1 << 20, channel_budget))
+        limits = Limits(
+            wall_time_s=budget,
+            cpu_time_s=budget,
+            memory_mb=suite.memory_mb + 256,
+            processes=64,
+            output_bytes=max(1 << 20, channel_budget),
+        )
         files = {"runner.py": _RUNNER, "spec.json": json.dumps(spec)}
         return Job(command=(self.config.python, "runner.py"), files=files, limits=limits, channel=True)
 
@@ -254,7 +294,9 @@ class CodeRubric(Rubric):
             return Outcome(index, "runtime_error", {"error": f"unknown outcome {kind!r}"})
         if isinstance(test, StdioTest):
             ok, why = compare_stdout(str(row.get("stdout", "")), test.output, suite.float_tol)
-            return Outcome(index, "passed" if ok else "wrong_answer", {"got": row.get("stdout", ""), "why": why})
+            return Outcome(
+                index, "passed" if ok else "wrong_answer", {"got": row.get("stdout", ""), "why": why}
+            )
         if isinstance(test, CallTest):
             try:
                 values = decode(json.loads(row.get("values", "null")))
@@ -276,23 +318,37 @@ class CodeRubric(Rubric):
         hacks = [o for o in outcomes if o.verdict == "hack"]
         if hacks:
             first = hacks[0]
-            return RewardResult(score=0.0, status=Status.HACK, components={"hack": 1.0, "passed": float(passed),
-                                                                           "total": float(total)},
-                                reason=f"hack suspected in test {first.index}: {first.detail.get('why')}")
+            return RewardResult(
+                score=0.0,
+                status=Status.HACK,
+                components={"hack": 1.0, "passed": float(passed), "total": float(total)},
+                reason=f"hack suspected in test {first.index}: {first.detail.get('why')}",
+            )
         fraction = passed / total if total else 0.0
         score = fraction if self.config.reward == "fraction" else float(passed == total)
-        components = {"pass_fraction": fraction, "passed": float(passed), "total": float(total),
-                      "all_passed": float(passed == total)}
+        components = {
+            "pass_fraction": fraction,
+            "passed": float(passed),
+            "total": float(total),
+            "all_passed": float(passed == total),
+        }
         failing = next((o for o in outcomes if not o.passed), None)
         feedback = f"All {total} tests passed." if failing is None else self.feedback(failing, suite, total)
-        return RewardResult(score=score, status=Status.OK, components=components, feedback=feedback,
-                            reason=f"{passed}/{total} passed ({summary})")
+        return RewardResult(
+            score=score,
+            status=Status.OK,
+            components=components,
+            feedback=feedback,
+            reason=f"{passed}/{total} passed ({summary})",
+        )
 
     def feedback(self, outcome: Outcome, suite: TestSuite, total: int) -> str:
         """Deterministic text about one failing test (first failure), clipped field by field."""
         n = self.config.feedback_chars
         test = suite.tests[outcome.index]
-        lines = [f"Test {outcome.index + 1} of {total} failed: {_VERDICT_TEXT.get(outcome.verdict, outcome.verdict)}."]
+        lines = [
+            f"Test {outcome.index + 1} of {total} failed: {_VERDICT_TEXT.get(outcome.verdict, outcome.verdict)}."  # noqa: E501
+        ]
         if outcome.verdict == "timeout":
             lines[0] = lines[0][:-1] + f" ({suite.time_limit_s:g} s)."
         if outcome.verdict == "memory":
@@ -300,7 +356,12 @@ class CodeRubric(Rubric):
         if isinstance(test, StdioTest):
             lines += ["Input:", clip(test.input, n)]
             if outcome.verdict == "wrong_answer":
-                lines += ["Expected output:", clip(test.output, n), "Your output:", clip(str(outcome.detail["got"]), n)]
+                lines += [
+                    "Expected output:",
+                    clip(test.output, n),
+                    "Your output:",
+                    clip(str(outcome.detail["got"]), n),
+                ]
                 if outcome.detail.get("why"):
                     lines.append(f"({outcome.detail['why']})")
         elif isinstance(test, CallTest):

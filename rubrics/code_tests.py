@@ -27,7 +27,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class AssertTest:
     source: str = ""
 
 
-Test = Union[StdioTest, CallTest, AssertTest]
+Test = StdioTest | CallTest | AssertTest
 
 
 @dataclass(frozen=True)
@@ -75,12 +75,26 @@ class TestSuite:
             if isinstance(t, StdioTest):
                 tests.append({"kind": "stdio", "input": t.input, "output": t.output})
             elif isinstance(t, CallTest):
-                tests.append({"kind": "call", "calls": list(t.calls), "check": t.check, "expected": t.expected,
-                              "args": t.args, "source": t.source})
+                tests.append(
+                    {
+                        "kind": "call",
+                        "calls": list(t.calls),
+                        "check": t.check,
+                        "expected": t.expected,
+                        "args": t.args,
+                        "source": t.source,
+                    }
+                )
             else:
                 tests.append({"kind": "assert", "code": t.code, "source": t.source})
-        return {"tests": tests, "setup": self.setup, "entry_point": self.entry_point,
-                "time_limit_s": self.time_limit_s, "memory_mb": self.memory_mb, "float_tol": self.float_tol}
+        return {
+            "tests": tests,
+            "setup": self.setup,
+            "entry_point": self.entry_point,
+            "time_limit_s": self.time_limit_s,
+            "memory_mb": self.memory_mb,
+            "float_tol": self.float_tol,
+        }
 
 
 def suite_from(value: TestSuite | Mapping[str, Any]) -> TestSuite:
@@ -95,17 +109,29 @@ def suite_from(value: TestSuite | Mapping[str, Any]) -> TestSuite:
         if kind == "stdio":
             tests.append(StdioTest(str(raw["input"]), str(raw["output"])))
         elif kind == "call":
-            tests.append(CallTest(tuple(raw["calls"]), raw.get("check", "v0 == expected"), raw.get("expected"),
-                                  raw.get("args"), raw.get("source", "")))
+            tests.append(
+                CallTest(
+                    tuple(raw["calls"]),
+                    raw.get("check", "v0 == expected"),
+                    raw.get("expected"),
+                    raw.get("args"),
+                    raw.get("source", ""),
+                )
+            )
         elif kind == "assert":
             tests.append(AssertTest(str(raw["code"]), raw.get("source", "")))
         else:
             raise ValueError(f"unknown test kind {kind!r}")
     if not tests:
         raise ValueError("a test suite needs at least one test")
-    return TestSuite(tuple(tests), setup=value.get("setup") or "", entry_point=value.get("entry_point"),
-                     time_limit_s=float(value.get("time_limit_s", 4.0)), memory_mb=int(value.get("memory_mb", 512)),
-                     float_tol=float(value.get("float_tol", 1e-6)))
+    return TestSuite(
+        tuple(tests),
+        setup=value.get("setup") or "",
+        entry_point=value.get("entry_point"),
+        time_limit_s=float(value.get("time_limit_s", 4.0)),
+        memory_mb=int(value.get("memory_mb", 512)),
+        float_tol=float(value.get("float_tol", 1e-6)),
+    )
 
 
 # ----------------------------------------------------------------------------- stdout comparison
@@ -156,6 +182,7 @@ def _close_tokens(actual: str, expected: str, tol: float) -> bool:
 
 # ----------------------------------------------------------------------------- exact-type values
 
+
 class DecodeError(ValueError):
     """The sandbox sent something that is not an exact-builtin-type encoding."""
 
@@ -197,6 +224,7 @@ def decode(obj: Any, depth: int = 0) -> Any:
 
 # ----------------------------------------------------------------------------- host-side checks
 
+
 def _norm(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_norm(v) for v in value]
@@ -233,14 +261,54 @@ class _Math:
 
 _FUNCS: dict[str, Any] = {
     name: getattr(builtins, name)
-    for name in ("abs", "len", "set", "sorted", "list", "tuple", "frozenset", "sum", "min", "max", "all",
-                 "any", "round", "int", "float", "str", "bool", "dict", "isinstance", "reversed")
+    for name in (
+        "abs",
+        "len",
+        "set",
+        "sorted",
+        "list",
+        "tuple",
+        "frozenset",
+        "sum",
+        "min",
+        "max",
+        "all",
+        "any",
+        "round",
+        "int",
+        "float",
+        "str",
+        "bool",
+        "dict",
+        "isinstance",
+        "reversed",
+    )
 }
 _FUNCS.update({"math": _Math, "loose_eq": loose_eq, "True": True, "False": False, "None": None})
 _MATH_ATTRS = {"isclose", "fabs", "sqrt", "floor", "ceil", "isnan", "isinf", "pi", "e"}
-_NODES = (ast.Expression, ast.Compare, ast.BoolOp, ast.UnaryOp, ast.BinOp, ast.Constant, ast.List, ast.Tuple,
-          ast.Set, ast.Dict, ast.Name, ast.Call, ast.keyword, ast.Subscript, ast.Slice, ast.Load, ast.boolop,
-          ast.unaryop, ast.operator, ast.cmpop, ast.IfExp)
+_NODES = (
+    ast.Expression,
+    ast.Compare,
+    ast.BoolOp,
+    ast.UnaryOp,
+    ast.BinOp,
+    ast.Constant,
+    ast.List,
+    ast.Tuple,
+    ast.Set,
+    ast.Dict,
+    ast.Name,
+    ast.Call,
+    ast.keyword,
+    ast.Subscript,
+    ast.Slice,
+    ast.Load,
+    ast.boolop,
+    ast.unaryop,
+    ast.operator,
+    ast.cmpop,
+    ast.IfExp,
+)
 
 
 def validate_check(expr: str) -> None:
@@ -248,13 +316,19 @@ def validate_check(expr: str) -> None:
     tree = ast.parse(expr, mode="eval")
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute):
-            if not (isinstance(node.value, ast.Name) and node.value.id == "math" and node.attr in _MATH_ATTRS):
+            if not (
+                isinstance(node.value, ast.Name) and node.value.id == "math" and node.attr in _MATH_ATTRS
+            ):
                 raise ValueError(f"attribute {ast.unparse(node)!r} not allowed")
             continue
         if not isinstance(node, _NODES):
             raise ValueError(f"{type(node).__name__} not allowed in a check")
-        if isinstance(node, ast.Name) and node.id not in _FUNCS and node.id != "expected" and not re.fullmatch(
-                r"v\d+", node.id):
+        if (
+            isinstance(node, ast.Name)
+            and node.id not in _FUNCS
+            and node.id != "expected"
+            and not re.fullmatch(r"v\d+", node.id)
+        ):
             raise ValueError(f"name {node.id!r} not allowed in a check")
 
 
@@ -272,6 +346,7 @@ def run_check(check: str, values: Sequence[Any], expected: Any) -> bool:
 
 # ----------------------------------------------------------------------------- assert conversion
 
+
 def parse_assert(stmt: ast.stmt, entry_points: set[str], rename: str | None = None) -> CallTest | None:
     """`assert <expr over calls to an entry point with literal args>` → CallTest, else None.
 
@@ -288,7 +363,9 @@ def parse_assert(stmt: ast.stmt, entry_points: set[str], rename: str | None = No
             if isinstance(node.func, ast.Name) and node.func.id in entry_points:
                 for arg in [*node.args, *(k.value for k in node.keywords)]:
                     ast.literal_eval(arg)  # raises ValueError for non-literals
-                if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+                if any(isinstance(a, ast.Starred) for a in node.args) or any(
+                    k.arg is None for k in node.keywords
+                ):
                     raise ValueError("starred arguments")
                 call = ast.Call(ast.Name(rename or node.func.id, ast.Load()), node.args, node.keywords)
                 calls.append(ast.unparse(call))
@@ -353,14 +430,25 @@ def humaneval_suite(problem: Mapping[str, Any], time_limit_s: float = 4.0) -> Te
     return TestSuite(tuple(tests), setup=problem["prompt"], entry_point=entry, time_limit_s=time_limit_s)
 
 
-def call_suite(fn_name: str, inputs: Sequence[Any], outputs: Sequence[Any], *, method_of: str | None = None,
-               float_tol: float = 1e-6, time_limit_s: float = 4.0) -> TestSuite:
+def call_suite(
+    fn_name: str,
+    inputs: Sequence[Any],
+    outputs: Sequence[Any],
+    *,
+    method_of: str | None = None,
+    float_tol: float = 1e-6,
+    time_limit_s: float = 4.0,
+) -> TestSuite:
     """JSON call-based tests (APPS/TACO `fn_name`, LiveCodeBench functional): `fn(*args) ≈ expected`."""
     target = f"{method_of}().{fn_name}" if method_of else fn_name
     tests = tuple(
-        CallTest((f"{target}(*__rlvr_args__)",), check=f"loose_eq(v0, expected, {float_tol!r})", expected=out,
-                 args=list(args) if isinstance(args, (list, tuple)) else [args],
-                 source=f"{fn_name}(*{json.dumps(args)[:200]})")
+        CallTest(
+            (f"{target}(*__rlvr_args__)",),
+            check=f"loose_eq(v0, expected, {float_tol!r})",
+            expected=out,
+            args=list(args) if isinstance(args, (list, tuple)) else [args],
+            source=f"{fn_name}(*{json.dumps(args)[:200]})",
+        )
         for args, out in zip(inputs, outputs, strict=True)
     )
     return TestSuite(tests, entry_point=fn_name, time_limit_s=time_limit_s, float_tol=float_tol)

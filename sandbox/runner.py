@@ -50,20 +50,75 @@ _STDLIB = os.path.dirname(os.__file__)
 # stdlib modules that call sys._getframe for their own bookkeeping without handing frames out
 _FRAME_OK = {
     os.path.join(_STDLIB, name)
-    for name in ("collections/__init__.py", "enum.py", "typing.py", "warnings.py", "logging/__init__.py",
-                 "dataclasses.py", "functools.py", "abc.py", "string.py", "re/__init__.py", "re.py")
+    for name in (
+        "collections/__init__.py",
+        "enum.py",
+        "typing.py",
+        "warnings.py",
+        "logging/__init__.py",
+        "dataclasses.py",
+        "functools.py",
+        "abc.py",
+        "string.py",
+        "re/__init__.py",
+        "re.py",
+    )
 }
 _FRAME_ATTRS = {"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back", "f_locals", "f_globals"}
-_ALWAYS_HACK = {"gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames",
-                "sys.settrace", "sys.setprofile", "sys.addaudithook", "code.__new__", "function.__new__",
-                "os.system", "os.exec", "os.posix_spawn", "os.spawn", "subprocess.Popen", "pty.spawn"}
-_PRELOAD = ("math", "cmath", "re", "collections", "itertools", "functools", "heapq", "bisect", "string",
-            "typing", "random", "copy", "operator")
-_GUARDED_MODULES = ("builtins", "math", "cmath", "operator", "copy", "random", "string", "itertools",
-                    "functools", "collections", "re", "json", "heapq", "bisect", "fractions", "decimal")
+_ALWAYS_HACK = {
+    "gc.get_objects",
+    "gc.get_referrers",
+    "gc.get_referents",
+    "sys._current_frames",
+    "sys.settrace",
+    "sys.setprofile",
+    "sys.addaudithook",
+    "code.__new__",
+    "function.__new__",
+    "os.system",
+    "os.exec",
+    "os.posix_spawn",
+    "os.spawn",
+    "subprocess.Popen",
+    "pty.spawn",
+}
+_PRELOAD = (
+    "math",
+    "cmath",
+    "re",
+    "collections",
+    "itertools",
+    "functools",
+    "heapq",
+    "bisect",
+    "string",
+    "typing",
+    "random",
+    "copy",
+    "operator",
+)
+_GUARDED_MODULES = (
+    "builtins",
+    "math",
+    "cmath",
+    "operator",
+    "copy",
+    "random",
+    "string",
+    "itertools",
+    "functools",
+    "collections",
+    "re",
+    "json",
+    "heapq",
+    "bisect",
+    "fractions",
+    "decimal",
+)
 
 
 # ----------------------------------------------------------------------------- value encoding
+
 
 class NotBuiltin(Exception):
     """A value whose type is not an exact builtin type."""
@@ -131,10 +186,11 @@ def check_builtin(value: object, depth: int = 0) -> None:
 
 # ----------------------------------------------------------------------------- framing
 
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def write_record(record: dict) -> None:
@@ -154,16 +210,17 @@ def take_messages(buf: bytearray, nonce: bytes) -> list[tuple[str, int, bytes]] 
             return None
         if len(buf) < 4 + size:
             break
-        frame = bytes(buf[4:4 + size])
-        del buf[:4 + size]
+        frame = bytes(buf[4 : 4 + size])
+        del buf[: 4 + size]
         if frame[:NONCE_BYTES] != nonce:
             return None
-        (index,) = struct.unpack(">i", frame[NONCE_BYTES + 1:NONCE_BYTES + 5])
-        out.append((chr(frame[NONCE_BYTES]), index, frame[NONCE_BYTES + 5:]))
+        (index,) = struct.unpack(">i", frame[NONCE_BYTES + 1 : NONCE_BYTES + 5])
+        out.append((chr(frame[NONCE_BYTES]), index, frame[NONCE_BYTES + 5 :]))
     return out
 
 
 # ----------------------------------------------------------------------------- the child
+
 
 def _snapshot_modules() -> list[tuple[dict, dict]]:
     """(namespace, copy) pairs for modules/classes whose rebinding would forge in-process asserts."""
@@ -196,7 +253,7 @@ def _child(spec: dict, chunk: list, nonce: bytes, res_w: int, out_w: int, in_fd:
         frame = nonce + tag.encode() + _pack(">i", index) + body
         data = _pack(">I", len(frame)) + frame
         while data:
-            data = data[_write(RESULT_FD, data):]
+            data = data[_write(RESULT_FD, data) :]
 
     first = chunk[0][0]
     try:
@@ -204,10 +261,15 @@ def _child(spec: dict, chunk: list, nonce: bytes, res_w: int, out_w: int, in_fd:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 2)
         os.close(devnull)
-        sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8",
-                                     errors="replace")
-        sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False), 1 << 16),
-                                      encoding="utf-8", errors="replace", write_through=False)
+        sys.stdin = io.TextIOWrapper(
+            io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8", errors="replace"
+        )
+        sys.stdout = io.TextIOWrapper(
+            io.BufferedWriter(io.FileIO(1, "w", closefd=False), 1 << 16),
+            encoding="utf-8",
+            errors="replace",
+            write_through=False,
+        )
         sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="replace")
         sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
         _limit(resource.RLIMIT_CPU, len(chunk) * (int(spec["time_limit_s"]) + 1) + 1)
@@ -251,8 +313,12 @@ def _child(spec: dict, chunk: list, nonce: bytes, res_w: int, out_w: int, in_fd:
                 reason = f"{event} {args[1] if event != 'sys._getframe' else ''} from {caller}"
         elif event == "object.__setattr__" and _type(args[0]).__name__ == "function":
             reason = f"replaced {args[1]} of a function"
-        elif event == "open" and _type(args[0]) is str and args[0].startswith("/proc/") and (
-                args[0].endswith("/mem") or "/fd" in args[0]):
+        elif (
+            event == "open"
+            and _type(args[0]) is str
+            and args[0].startswith("/proc/")
+            and (args[0].endswith("/mem") or "/fd" in args[0])
+        ):
             reason = f"open {args[0]}"
         if reason is not None:
             send("H", current[0], reason.encode()[:500])
@@ -326,7 +392,7 @@ def _child(spec: dict, chunk: list, nonce: bytes, res_w: int, out_w: int, in_fd:
                         _exit(0)
             data = passes[index]
             while data:
-                data = data[_write(RESULT_FD, data):]
+                data = data[_write(RESULT_FD, data) :]
         except SystemExit:
             send("H", index, b"SystemExit before the test finished")
             _exit(0)
@@ -392,6 +458,7 @@ def _limit(which: int, value: int) -> None:
 
 
 # ----------------------------------------------------------------------------- the harness
+
 
 def _input_fd(text: str) -> int:
     data = text.encode()
@@ -542,8 +609,16 @@ def _message_record(item: tuple, tag: str, body: bytes, elapsed: float) -> dict:
     return {**record, "outcome": "hack", "hack": f"unexpected message {tag!r}"}
 
 
-def _exit_record(record: dict, stdio: bool, verdict: str | None, status: int, cpu: float | None, limit: float,
-                 out: bytes, pending: list[tuple[str, bytes]]) -> dict:
+def _exit_record(
+    record: dict,
+    stdio: bool,
+    verdict: str | None,
+    status: int,
+    cpu: float | None,
+    limit: float,
+    out: bytes,
+    pending: list[tuple[str, bytes]],
+) -> dict:
     """The outcome of the test a child was on when it ended (stdio: its only test)."""
     tags = [tag for tag, _ in pending]
     if "H" in tags:
@@ -563,8 +638,12 @@ def _exit_record(record: dict, stdio: bool, verdict: str | None, status: int, cp
     if sig is not None:
         if sig == signal.SIGKILL:
             return {**record, "outcome": "memory", "signal": sig}
-        return {**record, "outcome": "error", "signal": sig,
-                "error": {"type": "Signal", "message": f"killed by {signal.Signals(sig).name}"}}
+        return {
+            **record,
+            "outcome": "error",
+            "signal": sig,
+            "error": {"type": "Signal", "message": f"killed by {signal.Signals(sig).name}"},
+        }
     code = os.WEXITSTATUS(status)
     if stdio:
         if code == 0:
@@ -604,7 +683,7 @@ def main() -> int:
     count, pos = 0, 0
     while pos < len(tests):
         if tests[pos][1]["kind"] == "stdio":
-            chunk = tests[pos:pos + 1]
+            chunk = tests[pos : pos + 1]
         else:  # a session: consecutive call/assert tests share one child
             end = pos
             while end < len(tests) and tests[end][1]["kind"] != "stdio":

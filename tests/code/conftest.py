@@ -46,9 +46,14 @@ class HostProcessSandbox:
             env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", **job.env}
             start = time.monotonic()
             proc = await asyncio.create_subprocess_exec(
-                *job.command, cwd=scratch, env=env, stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                pass_fds=(CHANNEL_FD,) if job.channel else (), preexec_fn=child_setup,
+                *job.command,
+                cwd=scratch,
+                env=env,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                pass_fds=(CHANNEL_FD,) if job.channel else (),
+                preexec_fn=child_setup,
             )
             if write_fd is not None:
                 os.close(write_fd)
@@ -70,8 +75,13 @@ class HostProcessSandbox:
             return ExecResult(
                 exit_code=code if code is not None and code >= 0 else None,
                 signal=-code if code is not None and code < 0 else None,
-                stdout=out[:cap], stderr=err[:cap], wall_time_s=time.monotonic() - start, limit_hit=limit,
-                backend=self.name, channel=channel, channel_truncated=truncated,
+                stdout=out[:cap],
+                stderr=err[:cap],
+                wall_time_s=time.monotonic() - start,
+                limit_hit=limit,
+                backend=self.name,
+                channel=channel,
+                channel_truncated=truncated,
             )
 
     async def close(self) -> None:

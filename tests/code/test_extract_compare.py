@@ -64,7 +64,11 @@ def test_stdout_rules():
 
 def test_decode_only_builtin_types():
     assert decode([1, {"tuple": [2, "a"]}, {"set": [1]}, {"dict": [[{"tuple": [1]}, None]]}]) == [
-        1, (2, "a"), {1}, {(1,): None}]
+        1,
+        (2, "a"),
+        {1},
+        {(1,): None},
+    ]
     assert decode({"float": "inf"}) == float("inf")
     assert decode({"int": hex(10**5000)}) == 10**5000
     assert type(decode({"tuple": []})) is tuple
@@ -95,14 +99,18 @@ def test_parse_assert_forms():
     assert conv("assert f(x) == 1") is None  # non-literal argument: runs in-process instead
     assert conv("assert f(1) == g(2)") is None  # unknown function on the host side
     assert conv("assert f(f(1)) == 2") is None
-    assert conv("assert candidate(3) == 9", ["candidate"]) .calls == ("candidate(3)",)
+    assert conv("assert candidate(3) == 9", ["candidate"]).calls == ("candidate(3)",)
     renamed = parse_assert(ast.parse("assert candidate(3) == 9").body[0], {"candidate"}, rename="square")
     assert renamed.calls == ("square(3)",) and renamed.source == "assert candidate(3) == 9"
 
 
 def test_asserts_to_tests_mixes_formats():
     tests = asserts_to_tests("assert add(1, 2) == 3\nassert add(*[1, 2]) == 3\nassert add(Z, 1) == 2")
-    assert isinstance(tests[0], CallTest) and isinstance(tests[1], AssertTest) and isinstance(tests[2], AssertTest)
+    assert (
+        isinstance(tests[0], CallTest)
+        and isinstance(tests[1], AssertTest)
+        and isinstance(tests[2], AssertTest)
+    )
 
 
 def test_loose_eq():
@@ -114,8 +122,12 @@ def test_loose_eq():
 
 
 def test_suite_round_trip():
-    suite = TestSuite((StdioTest("1\n", "2\n"), CallTest(("f(1)",), "v0 == 2"), AssertTest("assert f(1) == 2")),
-                      setup="import math", entry_point="f", time_limit_s=2.0)
+    suite = TestSuite(
+        (StdioTest("1\n", "2\n"), CallTest(("f(1)",), "v0 == 2"), AssertTest("assert f(1) == 2")),
+        setup="import math",
+        entry_point="f",
+        time_limit_s=2.0,
+    )
     assert suite_from(suite.to_dict()) == suite
     with pytest.raises(ValueError):
         suite_from({"tests": []})

@@ -12,7 +12,9 @@ from rubrics.code_tests import StdioTest, TestSuite, asserts_to_tests, call_suit
 from rubrics.core import Sample, Status
 
 DATA = Path(__file__).with_name("data")
-STDIO = [json.loads(line) for line in (DATA / "stdio_problems.jsonl").read_text().splitlines() if line.strip()]
+STDIO = [
+    json.loads(line) for line in (DATA / "stdio_problems.jsonl").read_text().splitlines() if line.strip()
+]
 
 
 def fenced(code: str) -> str:
@@ -31,7 +33,11 @@ async def score_all(rubric: CodeRubric, completions: list[str], suite) -> list:
 async def test_stdio_reference_solutions_pass(code_sandbox):
     rubric = CodeRubric(code_sandbox)
     results = await rubric.score_group(
-        [Sample(prompt=p["statement"], completion=fenced(p["solution"]), answer=stdio_suite(p)) for p in STDIO])
+        [
+            Sample(prompt=p["statement"], completion=fenced(p["solution"]), answer=stdio_suite(p))
+            for p in STDIO
+        ]
+    )
     for problem, res in zip(STDIO, results, strict=True):
         assert res.status is Status.OK and res.score == 1.0, (problem["name"], res)
         assert res.feedback == f"All {len(problem['tests'])} tests passed."
@@ -80,7 +86,10 @@ async def test_no_answer_invalid_and_reward_modes(code_sandbox):
     assert syntax.status is Status.INVALID and syntax.score == 0.0 and "SyntaxError" in syntax.feedback
     partial = "a, b = map(int, input().split())\nprint(a + b if a > 0 else 99)"
     fraction = CodeRubric(code_sandbox, CodeRubricConfig(reward="fraction", stop_on_failure=False))
-    (b,), (f,) = await score_all(binary, [fenced(partial)], suite), await score_all(fraction, [fenced(partial)], suite)
+    (b,), (f,) = (
+        await score_all(binary, [fenced(partial)], suite),
+        await score_all(fraction, [fenced(partial)], suite),
+    )
     assert b.score == 0.0 and f.score == pytest.approx(2 / 3)
     assert f.components["passed"] == 2 and f.components["total"] == 3
 
@@ -95,30 +104,45 @@ async def test_identical_completions_run_once(counting):
 
 async def test_mbpp_asserts_and_json_call_tests(code_sandbox):
     rubric = CodeRubric(code_sandbox, CodeRubricConfig(reward="fraction"))
-    mbpp = TestSuite(tuple(asserts_to_tests(
-        "assert similar_elements((3, 4, 5, 6), (5, 7, 4, 10)) == (4, 5)\n"
-        "assert set(similar_elements((1, 2, 3, 4), (5, 4, 3, 7))) == set((3, 4))\n"
-        "assert math.isclose(sum(similar_elements((1.5,), (1.5,))), 1.5)\n")), setup="import math",
-        entry_point="similar_elements")
+    mbpp = TestSuite(
+        tuple(
+            asserts_to_tests(
+                "assert similar_elements((3, 4, 5, 6), (5, 7, 4, 10)) == (4, 5)\n"
+                "assert set(similar_elements((1, 2, 3, 4), (5, 4, 3, 7))) == set((3, 4))\n"
+                "assert math.isclose(sum(similar_elements((1.5,), (1.5,))), 1.5)\n"
+            )
+        ),
+        setup="import math",
+        entry_point="similar_elements",
+    )
     good = "def similar_elements(a, b):\n    return tuple(sorted(set(a) & set(b)))"
     listy = "def similar_elements(a, b):\n    return sorted(set(a) & set(b))"  # list != tuple, as in Python
     r_good, r_list = await score_all(rubric, [fenced(good), fenced(listy)], mbpp)
     assert r_good.score == 1.0 and r_list.score == pytest.approx(2 / 3)
 
     apps = call_suite("two_sum", inputs=[[[2, 7, 11, 15], 9], [[3, 2, 4], 6]], outputs=[[0, 1], [[1, 2]]])
-    sol = "def two_sum(nums, target):\n    seen = {}\n    for i, x in enumerate(nums):\n" \
-          "        if target - x in seen:\n            return (seen[target - x], i)\n        seen[x] = i"
+    sol = (
+        "def two_sum(nums, target):\n    seen = {}\n    for i, x in enumerate(nums):\n"
+        "        if target - x in seen:\n            return (seen[target - x], i)\n        seen[x] = i"
+    )
     leet = call_suite("twoSum", inputs=[[[2, 7, 11, 15], 9]], outputs=[[0, 1]], method_of="Solution")
     cls = "class Solution:\n    def twoSum(self, nums, target):\n        return [0, 1]"
-    (r_apps,), (r_leet,) = await score_all(rubric, [fenced(sol)], apps), await score_all(rubric, [fenced(cls)], leet)
+    (r_apps,), (r_leet,) = (
+        await score_all(rubric, [fenced(sol)], apps),
+        await score_all(rubric, [fenced(cls)], leet),
+    )
     assert r_apps.score == 1.0 and r_leet.score == 1.0
     wrong = (await score_all(rubric, [fenced("def two_sum(nums, target):\n    return [1, 0]")], apps))[0]
     assert wrong.score == 0.0 and "Expected: [0, 1]" in wrong.feedback and "Got: [1, 0]" in wrong.feedback
 
 
 async def test_call_test_failure_classes(code_sandbox):
-    suite = TestSuite(tuple(asserts_to_tests("assert f(2) == 4\nassert f(3) == 9")), entry_point="f",
-                      time_limit_s=1.0, memory_mb=256)
+    suite = TestSuite(
+        tuple(asserts_to_tests("assert f(2) == 4\nassert f(3) == 9")),
+        entry_point="f",
+        time_limit_s=1.0,
+        memory_mb=256,
+    )
     rubric = CodeRubric(code_sandbox, CodeRubricConfig(reward="fraction", stop_on_failure=False))
     cases = {
         "def f(x):\n    return x * x": (1.0, "passed=2"),
