@@ -96,6 +96,7 @@ class RubricEnv(BaseEnv):
         """atroposlib's CLI (`serve | process | evaluate`, `--env.*`, `--openai.*`), with failures
         reported as one clear line (set RLVR_DEBUG=1 for the traceback)."""
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+        logging.getLogger("httpx").setLevel(logging.WARNING)
         try:
             super().cli()
         except (SystemExit, KeyboardInterrupt):
