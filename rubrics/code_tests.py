@@ -395,6 +395,12 @@ def asserts_to_tests(code: str, entry_point: str | None = None) -> list[Test]:
     return tests
 
 
+def infer_entry_point(code: str) -> str | None:
+    """The first function an assert list calls (MBPP rows do not name their entry point)."""
+    names = _called_names(ast.parse(code))
+    return next(iter(names), None)
+
+
 def _called_names(tree: ast.AST) -> set[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id not in _FUNCS:

@@ -59,15 +59,26 @@ MUTATIONS = {  # name -> (code appended after the canonical solution, expected s
 
 
 def completion(problem: dict, extra: str = "") -> str:
-    code = problem["prompt"] + problem["canonical_solution"] + "\n" + extra.replace("{entry}", problem["entry_point"])
+    code = (
+        problem["prompt"]
+        + problem["canonical_solution"]
+        + "\n"
+        + extra.replace("{entry}", problem["entry_point"])
+    )
     return f"```python\n{code}\n```"
 
 
 async def test_all_canonical_solutions_pass(code_sandbox):
     rubric = CodeRubric(code_sandbox, CodeRubricConfig(max_concurrency=4))
-    samples = [Sample(prompt=p["prompt"], completion=completion(p), answer=humaneval_suite(p)) for p in PROBLEMS]
+    samples = [
+        Sample(prompt=p["prompt"], completion=completion(p), answer=humaneval_suite(p)) for p in PROBLEMS
+    ]
     results = await rubric.score_group(samples)
-    failed = {p["task_id"]: (r.status.value, r.reason) for p, r in zip(PROBLEMS, results, strict=True) if r.score != 1.0}
+    failed = {
+        p["task_id"]: (r.status.value, r.reason)
+        for p, r in zip(PROBLEMS, results, strict=True)
+        if r.score != 1.0
+    }
     assert not failed
     assert len(IN_PROCESS) < 20  # most checks run as host-compared call tests
 
@@ -78,8 +89,11 @@ async def test_mutants_score_what_they_deserve(code_sandbox, mutation):
     rubric = CodeRubric(code_sandbox, CodeRubricConfig(max_concurrency=4))
     samples = [Sample(prompt="", completion=completion(p, extra), answer=humaneval_suite(p)) for p in SUBSET]
     results = await rubric.score_group(samples)
-    wrong = {p["task_id"]: (r.score, r.status.value, r.reason) for p, r in zip(SUBSET, results, strict=True)
-             if r.score != 0.0 or r.status is not status}
+    wrong = {
+        p["task_id"]: (r.score, r.status.value, r.reason)
+        for p, r in zip(SUBSET, results, strict=True)
+        if r.score != 0.0 or r.status is not status
+    }
     assert not wrong
 
 
@@ -87,8 +101,10 @@ async def test_infinite_loop_times_out(code_sandbox):
     rubric = CodeRubric(code_sandbox)
     loop = "def {entry}(*args, **kwargs):\n    while True:\n        pass\n"
     picks = [PROBLEMS[0], IN_PROCESS[0]]
-    samples = [Sample(prompt="", completion=completion(p, loop), answer=humaneval_suite(p, time_limit_s=1.0))
-               for p in picks]
+    samples = [
+        Sample(prompt="", completion=completion(p, loop), answer=humaneval_suite(p, time_limit_s=1.0))
+        for p in picks
+    ]
     for res in await rubric.score_group(samples):
         assert res.score == 0.0 and res.status is Status.OK and "timeout=" in res.reason
         assert "time limit exceeded" in res.feedback
