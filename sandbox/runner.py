@@ -43,6 +43,7 @@ CHANNEL_FD = 3
 RESULT_FD = 9  # the child's end of its private pipe to the harness
 NONCE_BYTES = 16
 MAX_CHILD_MESSAGE = 8 << 20
+_UNREAPED: list[int] = []  # killed children whose exit status no verdict needs
 MAX_DEPTH = 200
 BIG_INT = 1 << 12000  # ints at least this large travel as hex (JSON readers cap decimal digits)
 _RUNNER_FILE = (lambda: 0).__code__.co_filename
@@ -475,6 +476,7 @@ def _input_fd(text: str) -> int:
 
 def supervise(spec: dict, chunk: list) -> list[dict]:
     """Fork a child for `chunk` ([(index, test)]), judge what it reports; >= 1 record, in order."""
+    _reap()
     nonce = os.urandom(NONCE_BYTES)
     stdio = chunk[0][1]["kind"] == "stdio"
     res_r, res_w = os.pipe()
@@ -569,13 +571,15 @@ def supervise(spec: dict, chunk: list) -> list[dict]:
         os.killpg(pid, signal.SIGKILL)
     except OSError:
         pass
-    if status is None:
-        _, status, usage = os.wait4(pid, 0)
     for fd in list(streams) + ([pidfd] if pidfd is not None else []):
         os.close(fd)
     sel.close()
     if pos >= len(chunk) or verdict == "stop":
+        if status is None:
+            _UNREAPED.append(pid)  # every test is judged: reap later instead of waiting for the teardown
         return records
+    if status is None:
+        _, status, usage = os.wait4(pid, 0)
     index, test = chunk[pos]
     record = {"type": "result", "index": index, "time_s": round(time.monotonic() - mark, 4)}
     if verdict == "forged":
@@ -607,6 +611,16 @@ def _message_record(item: tuple, tag: str, body: bytes, elapsed: float) -> dict:
     if tag == "P" and test["kind"] == "assert":
         return {**record, "outcome": "ok"}
     return {**record, "outcome": "hack", "hack": f"unexpected message {tag!r}"}
+
+
+def _reap() -> None:
+    for pid in list(_UNREAPED):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            _UNREAPED.remove(pid)
 
 
 def _exit_record(
@@ -675,11 +689,12 @@ def main() -> int:
     os.unlink("spec.json")
     tests = list(enumerate(spec["tests"]))
     write_record({"type": "hello", "version": 1, "tests": len(tests)})
-    for name in _PRELOAD:
-        try:
-            __import__(name)
-        except ImportError:
-            pass
+    if sum(t["kind"] == "stdio" for _, t in tests) > 1:  # many children: import common modules once, here
+        for name in _PRELOAD:
+            try:
+                __import__(name)
+            except ImportError:
+                pass
     count, pos = 0, 0
     while pos < len(tests):
         if tests[pos][1]["kind"] == "stdio":
@@ -701,6 +716,7 @@ def main() -> int:
             break
         pos = count
     write_record({"type": "done", "count": count})
+    _reap()  # whatever is still dying is reaped by the sandbox's init
     return 0
 
 
