@@ -119,7 +119,9 @@ class CodeRubricConfig(BaseModel):
     languages: tuple[str, ...] = Field(("python", "py", "python3", ""), description="accepted fence tags")
     python: str = Field("python3", description="interpreter inside the sandbox")
     max_concurrency: int = Field(8, description="sandbox jobs in flight per rubric")
-    wall_factor: float = Field(2.0, description="per-test wall limit = time limit x this (CPU = time limit)")
+    wall_factor: float = Field(
+        3.0, description="per-test wall limit = time limit x this + 0.5 s (safety net)"
+    )
     job_overhead_s: float = Field(10.0, description="job wall budget on top of the per-test limits")
     stop_on_failure: bool | None = Field(None, description="stop at the first failure (default: binary)")
     feedback_chars: int = Field(600, description="clip each feedback field to this many characters")
@@ -172,13 +174,16 @@ class CodeRubric(Rubric):
         self._sandbox: Sandbox | None = sandbox if not isinstance(sandbox, str) else None
         self._owns_sandbox = isinstance(sandbox, str)
         self._limit = asyncio.Semaphore(self.config.max_concurrency)
+        self._creating = asyncio.Lock()
 
-    @property
-    def sandbox(self) -> Sandbox:
+    async def get_sandbox(self) -> Sandbox:
+        """The sandbox; a named one is built on first use, off the event loop (pools start workers)."""
         if self._sandbox is None:
-            from sandbox import get_sandbox  # lazily: only when no sandbox was given
+            async with self._creating:
+                if self._sandbox is None:
+                    from sandbox import get_sandbox  # lazily: only when no sandbox object was given
 
-            self._sandbox = get_sandbox(self._sandbox_spec)
+                    self._sandbox = await asyncio.to_thread(get_sandbox, str(self._sandbox_spec))
         return self._sandbox
 
     async def aclose(self) -> None:
@@ -240,7 +245,8 @@ class CodeRubric(Rubric):
         async with self._limit:
             job = self.build_job(code, suite)
             try:
-                result = await self.sandbox.run(job)
+                sandbox = await self.get_sandbox()
+                result = await sandbox.run(job)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - infrastructure, never the model's fault
@@ -276,7 +282,7 @@ class CodeRubric(Rubric):
             "stop_on_failure": self.config.reward == "binary" if stop is None else stop,
             "max_value_bytes": self.config.max_value_bytes,
         }
-        per_test = suite.time_limit_s * self.config.wall_factor + 0.5
+        per_test = suite.time_limit_s * self.config.wall_factor + 0.7
         budget = len(tests) * per_test + self.config.job_overhead_s
         limits = Limits(
             wall_time_s=budget,

@@ -14,12 +14,16 @@ one of
   * `{"kind": "assert", "code": str}`: in-process test code (HumanEval `check`). Best effort: the
     verdict is a per-test nonce-framed record written by the child only after the code returned.
 
-Per test the harness forks a child that closes the channel (and every other descriptor), moves to
-its own process group, sets rlimits (CPU, address space), installs an audit hook (frame/gc/ctypes
-access, kills, tracing, code replacement → hack), runs `setup` then the solution, then the test.
-The child talks to the harness over a private pipe using frames `len(4) nonce(16) kind(1) body`;
-the harness validates them, times the child (wall deadline, CPU from rusage) and writes one framed
-record per test to the channel: `len(4) + JSON`. Record types: `hello`, `result`, `done`.
+Children. A stdio test gets its own child (the solution runs as `__main__` with that stdin). All
+consecutive call/assert tests share one "session" child: setup + solution once, then the tests in
+order, one message each; after a timeout or crash the next test gets a fresh child. Each child
+closes the channel (and every other descriptor), moves to its own process group, sets rlimits
+(address space; CPU as a backstop), installs an audit hook (frame/heap/ctypes access, tracing, code
+replacement, process spawning, kills → hack) and talks to the harness over a private pipe in frames
+`len(4) nonce(16) tag(1) index(4) cpu(8) body`. The harness validates the frames, enforces a wall
+deadline per test (`time_limit_s * wall_factor + 0.5`), judges time-outs by CPU time (rusage for
+stdio children, the per-test CPU in the frame for sessions), and writes one framed record per test
+to the channel: `len(4) + JSON`. Record types: `hello`, `result`, `done`.
 
 Result outcomes: `ok` (ran to completion; stdio/call verdicts are decided on the host), `error`
 (exception, non-zero exit, fatal signal), `timeout`, `memory`, `output` (stdout over its cap),
@@ -76,13 +80,8 @@ _ALWAYS_HACK = {
     "sys.addaudithook",
     "code.__new__",
     "function.__new__",
-    "os.system",
-    "os.exec",
-    "os.posix_spawn",
-    "os.spawn",
-    "subprocess.Popen",
-    "pty.spawn",
 }
+_SPAWN = {"os.system", "os.exec", "os.posix_spawn", "os.spawn", "subprocess.Popen", "pty.spawn"}
 _PRELOAD = (
     "math",
     "cmath",
@@ -199,15 +198,16 @@ def write_record(record: dict) -> None:
     _write_all(CHANNEL_FD, struct.pack(">I", len(data)) + data)
 
 
-def take_messages(buf: bytearray, nonce: bytes) -> list[tuple[str, int, bytes]] | None:
-    """Remove complete child frames `len(4) nonce(16) tag(1) index(4) body` from `buf`.
+def take_messages(buf: bytearray, nonce: bytes) -> list[tuple[str, int, float, bytes]] | None:
+    """Remove complete child frames `len(4) nonce(16) tag(1) index(4) cpu(8) body` from `buf`.
 
-    Returns (tag, index, body) per frame, or None if a frame is malformed or not signed by `nonce`.
+    Returns (tag, index, cpu seconds of that test, body) per frame, or None if a frame is malformed
+    or not signed by `nonce`.
     """
     out = []
     while len(buf) >= 4:
         (size,) = struct.unpack(">I", buf[:4])
-        if size < NONCE_BYTES + 5 or size > MAX_CHILD_MESSAGE + 64:
+        if size < NONCE_BYTES + 13 or size > MAX_CHILD_MESSAGE + 64:
             return None
         if len(buf) < 4 + size:
             break
@@ -215,8 +215,8 @@ def take_messages(buf: bytearray, nonce: bytes) -> list[tuple[str, int, bytes]] 
         del buf[: 4 + size]
         if frame[:NONCE_BYTES] != nonce:
             return None
-        (index,) = struct.unpack(">i", frame[NONCE_BYTES + 1 : NONCE_BYTES + 5])
-        out.append((chr(frame[NONCE_BYTES]), index, frame[NONCE_BYTES + 5 :]))
+        index, cpu = struct.unpack(">id", frame[NONCE_BYTES + 1 : NONCE_BYTES + 13])
+        out.append((chr(frame[NONCE_BYTES]), index, cpu, frame[NONCE_BYTES + 13 :]))
     return out
 
 
@@ -242,6 +242,8 @@ def _child(spec: dict, chunk: list, nonce: bytes, res_w: int, out_w: int, in_fd:
     then a `R` (ready) message, then one message per test in order.
     """
     _write, _exit, _pack, _type, _getframe = os.write, os._exit, struct.pack, type, sys._getframe
+    _cpu = time.process_time
+    started = [_cpu()]  # CPU clock at the start of the current test (reported with every message)
     stdio = chunk[0][1]["kind"] == "stdio"
     os.dup2(in_fd, 0)
     os.dup2(out_w, 1)
@@ -251,7 +253,7 @@ def _child(spec: dict, chunk: list, nonce: bytes, res_w: int, out_w: int, in_fd:
     os.closerange(RESULT_FD + 1, 1 << 16)
 
     def send(tag: str, index: int, body: bytes = b"") -> None:
-        frame = nonce + tag.encode() + _pack(">i", index) + body
+        frame = nonce + tag.encode() + _pack(">id", index, _cpu() - started[0]) + body
         data = _pack(">I", len(frame)) + frame
         while data:
             data = data[_write(RESULT_FD, data) :]
@@ -279,10 +281,7 @@ def _child(spec: dict, chunk: list, nonce: bytes, res_w: int, out_w: int, in_fd:
             _limit(resource.RLIMIT_AS, int(spec["memory_mb"]) << 20)
         if hasattr(sys, "set_int_max_str_digits"):
             sys.set_int_max_str_digits(0)
-        passes = {}
-        for index, _ in chunk:
-            frame = nonce + b"P" + _pack(">i", index)
-            passes[index] = _pack(">I", len(frame)) + frame
+        passes = {index: nonce + b"P" + _pack(">i", index) for index, _ in chunk}
         snapshot = _snapshot_modules() if any(t["kind"] == "assert" for _, t in chunk) else []
     except BaseException as exc:  # noqa: BLE001 - harness failure, not the solution's
         send("I", first, repr(exc).encode())
@@ -298,6 +297,8 @@ def _child(spec: dict, chunk: list, nonce: bytes, res_w: int, out_w: int, in_fd:
         if event == "os.kill" or event == "os.killpg":
             if args[0] != my_pid:
                 reason = f"{event}{args}"
+        elif event in _SPAWN:  # a shell could signal the harness (or anything else) behind our back
+            reason = event
         elif stdio:
             return
         elif event in _ALWAYS_HACK or event.startswith("ctypes."):
@@ -367,7 +368,7 @@ def _child(spec: dict, chunk: list, nonce: bytes, res_w: int, out_w: int, in_fd:
     send("R", first)
     entry = spec.get("entry_point")
     for index, test in chunk:
-        current[0] = index
+        current[0], started[0] = index, _cpu()
         try:
             if test["kind"] == "call":
                 scope = dict(ns)
@@ -391,7 +392,8 @@ def _child(spec: dict, chunk: list, nonce: bytes, res_w: int, out_w: int, in_fd:
                     if live.get(key, _exit) is not value:
                         send("H", index, f"rebound {key}".encode()[:200])
                         _exit(0)
-            data = passes[index]
+            frame = passes[index] + _pack(">d", _cpu() - started[0])
+            data = _pack(">I", len(frame)) + frame
             while data:
                 data = data[_write(RESULT_FD, data) :]
         except SystemExit:
@@ -501,7 +503,7 @@ def supervise(spec: dict, chunk: list) -> list[dict]:
     except OSError:
         pass
     limit = float(spec["time_limit_s"])
-    wall = limit * float(spec.get("wall_factor", 2.0)) + 0.2
+    wall = limit * float(spec.get("wall_factor", 3.0)) + 0.5
     res_cap = int(spec.get("max_value_bytes") or MAX_CHILD_MESSAGE) + 4096
     out, buf, pending, records = bytearray(), bytearray(), [], []
     status = usage = verdict = None
@@ -550,7 +552,7 @@ def supervise(spec: dict, chunk: list) -> list[dict]:
         if messages is None:
             verdict = "forged"
             break
-        for tag, index, body in messages:
+        for tag, index, cpu, body in messages:
             now = time.monotonic()
             if stdio or (not ready and tag != "R"):
                 pending.append((tag, body))  # judged when the child is gone
@@ -561,7 +563,7 @@ def supervise(spec: dict, chunk: list) -> list[dict]:
             if index != chunk[pos][0]:
                 verdict = "forged"
                 break
-            record = _message_record(chunk[pos], tag, body, now - mark)
+            record = _message_record(chunk[pos], tag, body, now - mark, cpu, limit)
             records.append(record)
             pos, mark, deadline = pos + 1, now, now + wall
             if record["outcome"] in ("hack", "internal"):
@@ -592,12 +594,16 @@ def supervise(spec: dict, chunk: list) -> list[dict]:
     return records + [{**record, "index": i} for i, _ in chunk]
 
 
-def _message_record(item: tuple, tag: str, body: bytes, elapsed: float) -> dict:
-    """A session child's message about one test → result record."""
+def _message_record(
+    item: tuple, tag: str, body: bytes, elapsed: float, cpu: float = 0.0, limit: float = 0.0
+) -> dict:
+    """A session child's message about one test → result record (CPU over `limit` is a timeout)."""
     index, test = item
-    record = {"type": "result", "index": index, "time_s": round(elapsed, 4)}
+    record = {"type": "result", "index": index, "time_s": round(elapsed, 4), "cpu_s": round(cpu, 4)}
     if tag == "H":
         return {**record, "outcome": "hack", "hack": body.decode(errors="replace")}
+    if limit and cpu > limit:
+        return {**record, "outcome": "timeout"}
     if tag == "I":
         return {**record, "outcome": "internal", "error": body.decode(errors="replace")[:2000]}
     if tag == "M":

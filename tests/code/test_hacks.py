@@ -162,13 +162,14 @@ async def test_stdio_cheats(code_sandbox):
         "read_spec": "import os\nprint(os.path.exists('spec.json'))",
         "kill_parent": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",
         "write_channel": "import os\nos.write(3, b'forged')",
+        "shell_kill_all": "import os\nos.system('kill -9 -1')\nprint(4)",
     }
     results = await rubric.score_group(
         [Sample(prompt="", completion=fenced(c), answer=STDIO) for c in cheats.values()]
     )
     for name, res in zip(cheats, results, strict=True):
         assert res.score == 0.0, (name, res)
-    assert results[3].status is Status.HACK
+    assert results[3].status is Status.HACK and results[5].status is Status.HACK
 
 
 @pytest.mark.parametrize("suite_name", ["call", "assert"])

@@ -158,3 +158,34 @@ async def test_call_test_failure_classes(code_sandbox):
     for (code, (score, fragment)), res in zip(cases.items(), results, strict=True):
         assert res.status is Status.OK and res.score == pytest.approx(score), (code, res)
         assert fragment in res.reason, (code, res.reason)
+
+
+async def test_time_limit_is_cpu_time_with_a_wall_safety_net(code_sandbox):
+    """Sleeping past the time limit is fine (wall limit is 3x + 0.5 s); burning CPU past it is not."""
+    suite = TestSuite(tuple(asserts_to_tests("assert f(1) == 1")), entry_point="f", time_limit_s=1.0)
+    sleeper = "import time\ndef f(x):\n    time.sleep(1.3)\n    return x"
+    burner = "import time\ndef f(x):\n    end = time.process_time() + 1.3\n    while time.process_time() < end:\n" \
+             "        pass\n    return x"  # fmt: skip
+    stdio = TestSuite((StdioTest("", "1\n"),), time_limit_s=1.0)
+    rubric = CodeRubric(code_sandbox)
+    results = await rubric.score_group([
+        Sample(prompt="", completion=fenced(sleeper), answer=suite),
+        Sample(prompt="", completion=fenced(burner), answer=suite),
+        Sample(prompt="", completion=fenced(sleeper.replace("def f(x):", "def g(x):") + "\nprint(g(1))"), answer=stdio),
+        Sample(prompt="", completion=fenced(burner.replace("def f(x):", "def g(x):") + "\nprint(g(1))"), answer=stdio),
+    ])  # fmt: skip
+    assert [r.score for r in results] == [1.0, 0.0, 1.0, 0.0], results
+    assert "timeout=1" in results[1].reason and "timeout=1" in results[3].reason
+
+
+async def test_named_sandbox_is_created_lazily_and_closed():
+    rubric = CodeRubric("bwrap")
+    suite = stdio_suite(STDIO[0])
+    try:
+        res = await rubric.score(Sample(prompt="", completion=fenced(STDIO[0]["solution"]), answer=suite))
+    finally:
+        await rubric.aclose()
+    if res.status is Status.ERROR:  # no bubblewrap on this host: an unverified result, never a number
+        assert res.score is None and "sandbox" in res.reason
+    else:
+        assert res.score == 1.0
