@@ -313,8 +313,10 @@ def _child(spec: dict, chunk: list, nonce: bytes, res_w: int, out_w: int, in_fd:
                 current[0] = index
             if caller != _RUNNER_FILE and caller not in _FRAME_OK:
                 reason = f"{event} {args[1] if event != 'sys._getframe' else ''} from {caller}"
-        elif event == "object.__setattr__" and _type(args[0]).__name__ == "function":
-            reason = f"replaced {args[1]} of a function"
+        elif (
+            event == "object.__setattr__" and args[1] == "__code__" and _type(args[0]).__name__ == "function"
+        ):
+            reason = "replaced the code of a function"
         elif (
             event == "open"
             and _type(args[0]) is str

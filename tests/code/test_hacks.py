@@ -77,6 +77,13 @@ CHEATS = {
         "    def __sub__(self, o):\n        return 0\ndef f(x):\n    return E()",
         True,
     ),
+    "replace_harness_code": (
+        "import sys\nfor m in list(sys.modules.values()):\n"
+        "    if hasattr(m, 'check_builtin'):\n        m.check_builtin.__code__ = (lambda v, d=0: None).__code__\n"
+        "class E:\n    def __eq__(self, o):\n        return True\n    __hash__ = None\n"
+        "    def __sub__(self, o):\n        return 0\ndef f(x):\n    return E()",
+        True,
+    ),
     "patch_builtin_abs": ("import builtins\nbuiltins.abs = lambda v: 0\ndef f(x):\n    return 0", None),
     "patch_math": ("import math\nmath.isclose = lambda *a, **k: True\ndef f(x):\n    return 0", None),
     "write_channel_fd": (
