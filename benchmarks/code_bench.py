@@ -1,16 +1,18 @@
 """Benchmark: score all 164 HumanEval canonical solutions end to end through `CodeRubric`.
 
-Modes, all in the same run and on the same host:
+Modes, measured in the same run, interleaved round by round (the host is shared, so load drifts;
+medians of `--rounds` rounds, and ratios against the baseline of the same run):
 * `bare_subprocess` (baseline): one fresh `python3 -I -c <prompt+solution+test+check>` per
   completion, pass iff exit code 0 (no isolation, exit-code verdicts: what many RL stacks do);
-* `rubric_<backend>`: `CodeRubric` on the named sandbox (default: bwrap warm pool), i.e. extraction,
-  host-compared call tests / in-process checks with the hack detector, one sandbox job per completion.
+* `rubric_<backend>`: `CodeRubric` on the named sandbox (default: bwrap warm pool): extraction,
+  host-compared call tests / in-process checks with the hack detector, one sandbox job per completion;
+* `floor: <backend> pass`: `python3 -c pass` through the same sandbox, i.e. the backend's own cost per
+  job, which the rubric cannot go below.
 
-For each mode: sequential latency p50/p99 per completion (one at a time), then throughput with
-`--workers` completions in flight (jobs/s), and the number of completions that scored 1.0.
-Ratios are against the baseline measured in this run.
+Per mode: sequential latency p50/p99 per completion (one at a time), throughput with `--workers`
+completions in flight (jobs/s), and how many of the 164 scored 1.0 (trivial jobs: how many ran ok).
 
-    python benchmarks/code_bench.py [--workers 2] [--backends bwrap] [--limit 164]
+    python benchmarks/code_bench.py [--workers 2] [--rounds 3] [--backend bwrap] [--limit 164]
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -28,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rubrics.code import CodeRubric, CodeRubricConfig  # noqa: E402
 from rubrics.code_tests import humaneval_suite  # noqa: E402
 from rubrics.core import Sample  # noqa: E402
+from sandbox.core import Job  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
 
@@ -38,92 +42,91 @@ def problems(limit: int) -> list[dict]:
     return list(read_problems().values())[:limit]
 
 
-def program(p: dict) -> str:
-    return f"{p['prompt']}{p['canonical_solution']}\n{p['test']}\ncheck({p['entry_point']})\n"
+def bare_one(p: dict) -> bool:
+    program = f"{p['prompt']}{p['canonical_solution']}\n{p['test']}\ncheck({p['entry_point']})\n"
+    return subprocess.run([PYTHON, "-I", "-c", program], capture_output=True, timeout=60).returncode == 0
 
 
-def bare_one(p: dict) -> tuple[float, bool]:
-    start = time.perf_counter()
-    rc = subprocess.run([PYTHON, "-I", "-c", program(p)], capture_output=True, timeout=60).returncode
-    return time.perf_counter() - start, rc == 0
-
-
-async def bare(ps: list[dict], workers: int) -> dict:
-    seq = [bare_one(p) for p in ps]
+async def measure(
+    run_one: Callable[[int], Awaitable[bool]], n: int, workers: int
+) -> tuple[list[float], float, int]:
+    """Sequential latencies of n calls, then throughput with `workers` in flight."""
+    seq = []
+    for i in range(n):
+        start = time.perf_counter()
+        await run_one(i)
+        seq.append(time.perf_counter() - start)
     sem = asyncio.Semaphore(workers)
 
-    async def one(p: dict) -> bool:
+    async def one(i: int) -> bool:
         async with sem:
-            return (await asyncio.to_thread(bare_one, p))[1]
+            return await run_one(i)
 
     start = time.perf_counter()
-    oks = await asyncio.gather(*(one(p) for p in ps))
-    wall = time.perf_counter() - start
-    return _row("bare_subprocess", [t for t, _ in seq], len(ps) / wall, sum(oks))
+    oks = await asyncio.gather(*(one(i) for i in range(n)))
+    return seq, n / (time.perf_counter() - start), sum(oks)
 
 
-async def rubric(ps: list[dict], workers: int, backend: str) -> dict:
-    from sandbox import get_sandbox
-
-    sandbox = get_sandbox(backend) if backend != "auto" else get_sandbox("auto")
-    rub = CodeRubric(sandbox, CodeRubricConfig(max_concurrency=workers))
-    samples = [
-        Sample(
-            prompt="",
-            completion=f"```python\n{p['prompt']}{p['canonical_solution']}\n```",
-            answer=humaneval_suite(p),
-        )
-        for p in ps
-    ]
-    await rub.score(samples[0])  # warm the pool (start-up is reported by the sandbox benchmark)
-    seq = []
-    for s in samples:
-        start = time.perf_counter()
-        await rub.score(s)
-        seq.append(time.perf_counter() - start)
-    start = time.perf_counter()
-    results = await asyncio.gather(*(rub.score(s) for s in samples))
-    wall = time.perf_counter() - start
-    await sandbox.close()
-    return _row(
-        f"rubric_{getattr(sandbox, 'name', backend)}",
-        seq,
-        len(ps) / wall,
-        sum(r.score == 1.0 for r in results),
+def summary(name: str, rounds: list[tuple[list[float], float, int]]) -> dict:
+    p50 = statistics.median(statistics.median(seq) for seq, _, _ in rounds)
+    p99 = statistics.median(
+        sorted(seq)[min(len(seq) - 1, round(0.99 * (len(seq) - 1)))] for seq, _, _ in rounds
     )
-
-
-def _row(name: str, seq: list[float], rate: float, passed: int) -> dict:
-    seq = sorted(seq)
-    p99 = seq[min(len(seq) - 1, int(round(0.99 * (len(seq) - 1))))]
-    return {
-        "mode": name,
-        "p50_ms": statistics.median(seq) * 1e3,
-        "p99_ms": p99 * 1e3,
-        "jobs_s": rate,
-        "passed": passed,
-    }
+    rate = statistics.median(r for _, r, _ in rounds)
+    return {"mode": name, "p50_ms": p50 * 1e3, "p99_ms": p99 * 1e3, "jobs_s": rate, "passed": min(p for *_, p in rounds),
+            "rates": [r for _, r, _ in rounds]}  # fmt: skip
 
 
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--backends", default="bwrap", help="comma-separated sandbox names")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--backend", default="bwrap")
     ap.add_argument("--limit", type=int, default=164)
     args = ap.parse_args()
+    from sandbox import get_sandbox
+
     ps = problems(args.limit)
-    rows = [await bare(ps, args.workers)]
-    for backend in args.backends.split(","):
-        rows.append(await rubric(ps, args.workers, backend))
+    sandbox = get_sandbox(args.backend)
+    rubric = CodeRubric(sandbox, CodeRubricConfig(max_concurrency=args.workers))
+    samples = [
+        Sample(prompt="", completion=f"```python\n{p['prompt']}{p['canonical_solution']}\n```", answer=humaneval_suite(p))
+        for p in ps
+    ]  # fmt: skip
+    trivial = Job(command=("python3", "-c", "pass"))
+
+    async def bare(i: int) -> bool:
+        return await asyncio.to_thread(bare_one, ps[i])
+
+    async def scored(i: int) -> bool:
+        return (await rubric.score(samples[i])).score == 1.0
+
+    async def floor(i: int) -> bool:
+        return (await sandbox.run(trivial)).ok
+
+    await rubric.score(samples[0])  # warm the pool (start-up cost is the sandbox benchmark's business)
+    modes = {
+        "bare_subprocess": bare,
+        f"rubric_{sandbox.name}": scored,
+        f"  floor: {sandbox.name} pass": floor,
+    }
+    results: dict[str, list] = {name: [] for name in modes}
+    for _ in range(args.rounds):
+        for name, fn in modes.items():
+            results[name].append(await measure(fn, len(ps), args.workers))
+    await sandbox.close()
+    rows = [summary(name, rounds) for name, rounds in results.items()]
     base = rows[0]
-    print(f"HumanEval canonical solutions: {len(ps)} completions, {args.workers} in flight")
+    print(f"HumanEval canonical solutions: {len(ps)} completions, {args.workers} in flight, "
+          f"median of {args.rounds} interleaved rounds")  # fmt: skip
     print(
-        f"{'mode':22s} {'p50 ms':>8s} {'p99 ms':>8s} {'jobs/s':>8s} {'passed':>7s} {'x throughput':>13s} {'x p50':>7s}"
+        f"{'mode':24s} {'p50 ms':>8s} {'p99 ms':>8s} {'jobs/s':>8s} {'ok':>5s} {'x jobs/s':>9s} {'x p50':>7s}  jobs/s per round"
     )
     for r in rows:
         print(
-            f"{r['mode']:22s} {r['p50_ms']:8.1f} {r['p99_ms']:8.1f} {r['jobs_s']:8.1f} {r['passed']:7d} "
-            f"{r['jobs_s'] / base['jobs_s']:12.2f}x {base['p50_ms'] / r['p50_ms']:6.2f}x"
+            f"{r['mode']:24s} {r['p50_ms']:8.1f} {r['p99_ms']:8.1f} {r['jobs_s']:8.1f} {r['passed']:5d} "
+            f"{r['jobs_s'] / base['jobs_s']:8.2f}x {base['p50_ms'] / r['p50_ms']:6.2f}x  "
+            + " ".join(f"{x:.0f}" for x in r["rates"])
         )
 
 
