@@ -171,7 +171,7 @@ class RubricEnv(BaseEnv):
     async def setup(self) -> None:
         for server in self.server.servers:
             if hasattr(server, "config"):
-                await asyncio.to_thread(check_reachable, server.config)
+                await asyncio.to_thread(check_reachable, server)
         self.train_items = self._load("train", self.config.train_limit)
         self.eval_items = self._load("eval", self.config.eval_limit)
         random.Random(self.config.seed).shuffle(self.train_items)
