@@ -152,6 +152,7 @@ class JudgeRubric(Rubric):
         self._inflight: dict[str, asyncio.Future[Verdict]] = {}
         self._pair: JudgeRubric | None = None
         self.stats: Counter[str] = Counter()  # judge_calls, cache_hits, shared, short_circuit, <kinds>
+        self._keys = {normalize_text(k) for k in self.config.master_keys}
 
     # --- public API ------------------------------------------------------------------------
     async def _score(self, sample: Sample) -> RewardResult:
@@ -170,9 +171,7 @@ class JudgeRubric(Rubric):
         if not response.strip():
             self.stats["short_circuit"] += 1
             return RewardResult.zero(Status.NO_ANSWER, "empty response (no judge call)")
-        if normalize_text(response) in {normalize_text(k) for k in self.config.master_keys} or (
-            normalize_text(response) == "" and response.strip()
-        ):
+        if normalize_text(response) in self._keys or not normalize_text(response):
             self.stats["short_circuit"] += 1
             return RewardResult.zero(Status.HACK, f"master-key response {response.strip()[:40]!r}")
         return None
@@ -219,6 +218,28 @@ class JudgeRubric(Rubric):
             components={"pairwise_consistent": float(consistent)},
             reason="consistent" if consistent else f"order-dependent verdicts {a_wins}: tie",
         )
+
+    def metrics(self) -> dict[str, float]:
+        """Reward-health counters: judge calls, cache hit rate, and the rate of each failure kind
+        per judge call (alert when parse_error or timeout exceed ~1%)."""
+        calls = self.stats["judge_calls"]
+        lookups = calls + self.stats["cache_hits"] + self.stats["shared"]
+        out = {
+            "judge_calls": float(calls),
+            "cache_hit_rate": (self.stats["cache_hits"] + self.stats["shared"]) / lookups if lookups else 0.0,
+            "short_circuits": float(self.stats["short_circuit"]),
+        }
+        for kind in (
+            "timeout",
+            "judge_error",
+            "truncated",
+            "refusal",
+            "parse_error",
+            "out_of_range",
+            "low_confidence",
+        ):
+            out[f"{kind}_rate"] = self.stats[kind] / calls if calls else 0.0
+        return out
 
     async def aclose(self) -> None:
         if self._client is not None and self._owns_client:

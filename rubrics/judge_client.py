@@ -19,7 +19,7 @@ import asyncio
 import os
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
@@ -107,7 +107,7 @@ class JudgeClient:
                 async with self._gate:
                     self.calls += 1
                     reply = await self._post(payload)
-                return JudgeReply(**{**reply.__dict__, "attempts": attempt + 1})
+                return replace(reply, attempts=attempt + 1)
             except JudgeCallError as exc:
                 if not exc.transient:
                     raise
