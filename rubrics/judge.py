@@ -32,7 +32,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from rubrics.core import RewardResult, Rubric, Sample, Status, normalize_text
-from rubrics.judge_client import JudgeCallError, JudgeClient, JudgeEndpoint, release_client, shared_client
+from rubrics.judge_client import (
+    JudgeCallError,
+    JudgeClient,
+    JudgeEndpoint,
+    forget_client,
+    release_client,
+    shared_client,
+)
 from rubrics.judge_parse import (
     Scale,
     VerdictError,
@@ -148,6 +155,7 @@ class JudgeRubric(Rubric):
                 raise ValueError("logprobs mode needs single-token scores: use a 0-9 range or labels")
         self._client = client
         self._owns_client = client is None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
         self._cache: OrderedDict[str, Verdict] = OrderedDict()
         self._inflight: dict[str, asyncio.Future[Verdict]] = {}
         self._pair: JudgeRubric | None = None
@@ -244,7 +252,10 @@ class JudgeRubric(Rubric):
     async def aclose(self) -> None:
         if self._client is not None and self._owns_client:
             client, self._client = self._client, None
-            await release_client(client)
+            if self._client_loop is asyncio.get_running_loop():
+                await release_client(client)
+            else:  # its loop has ended: the sockets went with it
+                forget_client(client)
 
     # --- internals ---------------------------------------------------------------------------
     def _data(self, sample: Sample, response: str) -> tuple[dict[str, str], str] | tuple[RewardResult, str]:
@@ -308,8 +319,15 @@ class JudgeRubric(Rubric):
         return body
 
     async def _get_client(self) -> JudgeClient:
+        """The client for the running loop. An owned client from an earlier (finished) loop is dropped
+        and a pooled one for this loop taken instead (e.g. Verifiers calling from successive loops)."""
+        loop = asyncio.get_running_loop()
+        if self._client is not None and self._owns_client and self._client_loop is not loop:
+            forget_client(self._client)
+            self._client = None
         if self._client is None:
             self._client = shared_client(self.config.endpoint())
+            self._client_loop = loop
         return self._client
 
     async def _verdict(self, messages: list[dict[str, str]], index: int) -> Verdict:

@@ -207,3 +207,10 @@ async def release_client(client: JudgeClient) -> None:
                 _POOL[key] = (pooled, refs - 1, loop)
             return
     await client.aclose()
+
+
+def forget_client(client: JudgeClient) -> None:
+    """Drop a pooled client whose event loop has ended (it cannot be closed from another loop)."""
+    for key, (pooled, _refs, _loop) in list(_POOL.items()):
+        if pooled is client:
+            del _POOL[key]

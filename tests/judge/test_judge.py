@@ -368,3 +368,15 @@ async def test_global_concurrency_limit(judge):
         results = await rubric.score_group([sample("Q-conc", f"answer {i}") for i in range(6)])
     assert all(r.score == pytest.approx(0.1) for r in results)
     assert seen["max"] == 2
+
+
+def test_rubric_survives_successive_event_loops(judge):
+    """Verifiers-style callers may score from a new event loop each time (asyncio.run per batch)."""
+    url, script = judge
+    script.set("Q-loops", {"content": "<score>6</score>"})
+    rubric = JudgeRubric(cfg(url, cache_size=0))
+    first = asyncio.run(rubric.score(sample("Q-loops")))
+    second = asyncio.run(rubric.score(sample("Q-loops", "another answer")))
+    asyncio.run(rubric.aclose())
+    assert first.score == second.score == pytest.approx(0.6)
+    assert len(script.matching("Q-loops")) == 2
