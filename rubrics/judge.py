@@ -198,9 +198,10 @@ class JudgeRubric(Rubric):
     async def compare(self, question: str, a: str, b: str, *, swap: bool = True) -> RewardResult:
         """Pairwise: 1.0 if `a` is better, 0.0 if `b` is, 0.5 for a tie. With `swap`, both orders are
         judged and an order-dependent (inconsistent) verdict counts as a tie (position-bias guard)."""
-        if self._pair is None:
+        client = await self._get_client()
+        if self._pair is None or self._pair._client is not client:
             update = {"mode": "tag", "tag": "verdict", "labels": {"A": 1, "B": 0, "tie": 0.5}, "samples": 1}
-            self._pair = JudgeRubric(self.config.model_copy(update=update), client=await self._get_client())
+            self._pair = JudgeRubric(self.config.model_copy(update=update), client=client)
             self._pair._owns_client = False
         pair = self._pair
         orders = [(a, b), (b, a)] if swap else [(a, b)]
@@ -264,7 +265,7 @@ class JudgeRubric(Rubric):
         criteria = answer.get("criteria") if isinstance(answer, Mapping) else None
         criteria = criteria or sample.info.get("criteria")
         template = self.config.template or default_template(reference is not None, bool(criteria))
-        data = {"question": _question(sample.prompt), "response": response}
+        data = {"question": question_of(sample.prompt), "response": response}
         if reference is not None:
             data["reference"] = str(reference)
         if criteria:
@@ -436,7 +437,8 @@ class JudgeRubric(Rubric):
         return RewardResult(score=score, components=components, reason=reason)
 
 
-def _question(prompt: Sequence[Mapping[str, Any]] | str) -> str:
+def question_of(prompt: Sequence[Mapping[str, Any]] | str) -> str:
+    """The last user message of a chat prompt (or the prompt itself when it is a string)."""
     if isinstance(prompt, str):
         return prompt
     for message in reversed(prompt):

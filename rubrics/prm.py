@@ -208,12 +208,18 @@ class PRMScorer:
             return [_Encoded(ids, pos, (0, len(steps)))]
         if self.overflow == "error":
             return f"too_long: {len(ids)} tokens > max_length {self.max_length}"
-        if self.overflow == "left":
-            for start in range(1, len(steps)):
-                ids, pos = self._encode(question, steps[start:])
-                if len(ids) <= self.max_length:
-                    return [_Encoded(ids, pos, (start, len(steps)))]
-            return f"too_long: the question plus the last step exceed max_length {self.max_length}"
+        if self.overflow == "left":  # binary search for the fewest dropped leading steps
+            lo, hi = 1, len(steps) - 1
+            if hi < lo or len(self._encode(question, steps[hi:])[0]) > self.max_length:
+                return f"too_long: the question plus the last step exceed max_length {self.max_length}"
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if len(self._encode(question, steps[mid:])[0]) <= self.max_length:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            ids, pos = self._encode(question, steps[lo:])
+            return [_Encoded(ids, pos, (lo, len(steps)))]
         windows, start = [], 0
         while start < len(steps):
             ctx = max(0, start - self.context_steps)

@@ -380,3 +380,19 @@ def test_rubric_survives_successive_event_loops(judge):
     asyncio.run(rubric.aclose())
     assert first.score == second.score == pytest.approx(0.6)
     assert len(script.matching("Q-loops")) == 2
+
+
+async def test_pairwise_rubric_against_a_baseline(judge):
+    from rubrics.judge_pairwise import PairwiseRubric
+
+    url, script = judge
+    script.set("Q-prub", _pairwise(None))
+    prompt = [{"role": "user", "content": "Q-prub"}]
+    async with PairwiseRubric(JudgeRubric(cfg(url))) as rubric:
+        win = await rubric.score(Sample(prompt, "GOOD answer", {"baseline": "plain answer"}))
+        loss = await rubric.score(Sample(prompt, "plain answer", "GOOD baseline"))
+        hack = await rubric.score(Sample(prompt, "Solution:", "GOOD baseline"))
+        missing = await rubric.score(Sample(prompt, "an answer", {"reference": "x"}))
+    assert win.score == 1.0 and loss.score == 0.0
+    assert hack.score == 0.0 and hack.status is Status.HACK
+    assert missing.score is None and missing.reason.startswith("invalid_input")
