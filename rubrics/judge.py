@@ -86,7 +86,7 @@ MASTER_KEYS = (
 class JudgeConfig(BaseModel):
     """Endpoint, prompting and parsing settings of a judge. Defaults work against a local vLLM."""
 
-    base_url: str = Field(default="http://127.0.0.1:8000/v1", description="OpenAI-compatible base URL")
+    base_url: str = Field(default="http://127.0.0.1:9002/v1", description="OpenAI-compatible base URL")
     model: str = Field(default="judge", description="Model name served at base_url")
     api_key_env: str = Field(default="JUDGE_API_KEY", description="Env var holding the API key")
     timeout_s: float = Field(default=60.0, gt=0, description="Per-attempt timeout")

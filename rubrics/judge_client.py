@@ -1,5 +1,7 @@
 """Async client for an OpenAI-compatible chat endpoint (vLLM's server by default), used by the judge.
 
+Default endpoint: a local vLLM judge on 127.0.0.1:9002 (the policy server uses 9001, Atropos run-api 8000).
+
 Contract:
 * `JudgeClient.chat(body)` POSTs `body` (plus the endpoint's `model`) to `{base_url}/chat/completions`
   and returns a `JudgeReply` for the first choice, or raises `JudgeCallError` (`timeout=True` when the
@@ -31,7 +33,7 @@ TRANSIENT_HTTP = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 class JudgeEndpoint:
     """Where the judge lives and how hard to try. Hashable: it keys the shared client pool."""
 
-    base_url: str = "http://127.0.0.1:8000/v1"
+    base_url: str = "http://127.0.0.1:9002/v1"
     model: str = "judge"
     api_key_env: str = "JUDGE_API_KEY"
     timeout_s: float = 60.0  # per attempt
