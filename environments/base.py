@@ -42,7 +42,7 @@ from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 from pydantic import Field
 
 from environments.rollouts import GroupOutcome, assemble_group, sample_group
-from environments.servers import TOKEN_CAPABLE, server_class_for
+from environments.servers import TOKEN_CAPABLE, check_reachable, server_class_for
 from environments.task import Item, Task
 from rubrics.core import RewardResult, Rubric, Status
 
@@ -96,6 +96,7 @@ class RubricEnv(BaseEnv):
         """atroposlib's CLI (`serve | process | evaluate`, `--env.*`, `--openai.*`), with failures
         reported as one clear line (set RLVR_DEBUG=1 for the traceback)."""
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+        logging.getLogger("httpx").setLevel(logging.WARNING)
         try:
             super().cli()
         except (SystemExit, KeyboardInterrupt):
@@ -171,6 +172,9 @@ class RubricEnv(BaseEnv):
 
     # ---------------------------------------------------------------- data
     async def setup(self) -> None:
+        for server in self.server.servers:
+            if hasattr(server, "config"):
+                await asyncio.to_thread(check_reachable, server.config)
         self.train_items = self._load("train", self.config.train_limit)
         self.eval_items = self._load("eval", self.config.eval_limit)
         random.Random(self.config.seed).shuffle(self.train_items)

@@ -2,7 +2,7 @@
 
 * process: `total_steps` groups of `group_size` rollouts from the train split, up to
   `max_concurrent_groups` in flight, appended to a resumable JSONL (exact sampled token ids when the
-  server returns them), then an HTML viewer and a printed summary. A failing group is counted and
+  server returns them), then an HTML viewer and a summary (printed and `<stem>.summary.json`). A failing group is counted and
   logged; groups already written are never lost or duplicated by a re-run.
 * evaluate: one rollout per eval item at `eval_temperature`, written as atroposlib's
   `metrics.json` + `samples.jsonl` (with per-sample correctness and reward status).
@@ -15,6 +15,7 @@ import json
 import logging
 import time
 from collections import Counter
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
@@ -77,6 +78,7 @@ async def run_process(env: RubricEnv) -> dict[str, Any]:
         "jsonl": str(path),
         "html": str(html_path),
     }
+    Path(path).with_suffix(".summary.json").write_text(json.dumps(summary, indent=2))
     print_summary(f"{env.name} process", summary)
     return summary
 

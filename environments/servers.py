@@ -116,3 +116,17 @@ def server_class_for(server_type: str, vllm_api: str) -> type[APIServer]:
     if server_type not in classes:
         raise ValueError(f"unknown server_type {server_type!r} (vllm, sglang, openai, trl)")
     return classes[server_type]
+
+
+def check_reachable(config: APIServerConfig, timeout_s: float = 15.0) -> None:
+    """Fail fast, in one line, when the inference server does not answer `GET {base_url}/models`."""
+    if not config.base_url:
+        return
+    headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
+    url = config.base_url.rstrip("/") + "/models"
+    try:
+        response = httpx.get(url, headers=headers, timeout=timeout_s)
+    except httpx.HTTPError as exc:
+        raise SystemExit(f"cannot reach the inference server at {config.base_url}: {exc}") from None
+    if response.status_code >= 400:
+        raise SystemExit(f"inference server at {config.base_url} answered {response.status_code} to /models")
