@@ -378,7 +378,8 @@ class JudgeRubric(Rubric):
             reply = await client.chat(body)
         except JudgeCallError as exc:
             return self._count(Verdict(None, "timeout" if exc.timeout else "judge_error", str(exc)))
-        if reply.finish_reason == "length":
+        # logprobs mode reads only the first token: stopping there (max_tokens=1) is not a truncation
+        if reply.finish_reason == "length" and not (self.config.mode == "logprobs" and reply.logprobs):
             return self._count(Verdict(None, "truncated", "judge hit max_tokens before its verdict"))
         if reply.refusal:
             return self._count(Verdict(None, "refusal", reply.refusal[:200]))

@@ -396,3 +396,12 @@ async def test_pairwise_rubric_against_a_baseline(judge):
     assert win.score == 1.0 and loss.score == 0.0
     assert hack.score == 0.0 and hack.status is Status.HACK
     assert missing.score is None and missing.reason.startswith("invalid_input")
+
+
+async def test_logprob_mode_accepts_a_length_stop_after_the_score_token(judge):
+    url, script = judge
+    script.set("Q-lp-len", {"content": "7", "finish_reason": "length", "logprobs": [top("7", {"7": 1.0})]})
+    script.set("Q-tag-len", {"content": "<score>7</score>", "finish_reason": "length"})
+    kw = {"mode": "logprobs", "integer": True, "low": 1, "high": 9, "max_tokens": 1}
+    assert (await score(url, sample("Q-lp-len"), **kw)).score == pytest.approx(0.75)
+    assert (await score(url, sample("Q-tag-len"))).reason.startswith("truncated")  # other modes stay strict
