@@ -109,33 +109,56 @@ def build_app(script: Script) -> FastAPI:
     return app
 
 
+class LoopbackServer:
+    """Any ASGI app served by uvicorn on a free 127.0.0.1 port in a background thread."""
+
+    def __init__(self, app) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        started = threading.Event()
+        original_startup = self.server.startup
+
+        async def startup(sockets=None):
+            await original_startup(sockets=sockets)
+            started.set()
+
+        self.server.startup = startup  # type: ignore[method-assign]
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+        self.thread.start()
+        assert started.wait(timeout=30), "loopback server did not start"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+        self.sock.close()
+
+
+@pytest.fixture
+def serve():
+    """`serve(app) -> base URL`; every server started this way is stopped after the test."""
+    servers: list[LoopbackServer] = []
+
+    def start(app) -> str:
+        servers.append(LoopbackServer(app))
+        return servers[-1].url
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
 @pytest.fixture(scope="session")
 def judge_server():
     """(base_url, script) of a scripted judge on a free loopback port, for the whole session."""
     script = Script()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(build_app(script), log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
-    started = threading.Event()
-    original_startup = server.startup
-
-    async def startup(sockets=None):
-        await original_startup(sockets=sockets)
-        started.set()
-
-    server.startup = startup  # type: ignore[method-assign]
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    assert started.wait(timeout=30), "judge server did not start"
-    yield f"http://127.0.0.1:{port}/v1", script
+    server = LoopbackServer(build_app(script))
+    yield f"{server.url}/v1", script
     if script.loop is not None and script.release is not None:
         script.loop.call_soon_threadsafe(script.release.set)
-    server.should_exit = True
-    thread.join(timeout=30)
-    sock.close()
+    server.stop()
 
 
 @pytest.fixture
