@@ -76,10 +76,19 @@ class _Metrics:
     def text(self) -> str:
         lines = [
             "# TYPE rlvr_reward_items_total counter",
-            *(f'rlvr_reward_items_total{{rubric="{r}",status="{s}"}} {n}' for (r, s), n in self.requests.items()),
+            *(
+                f'rlvr_reward_items_total{{rubric="{r}",status="{s}"}} {n}'
+                for (r, s), n in self.requests.items()
+            ),
             "# TYPE rlvr_reward_latency_seconds summary",
-            *(f'rlvr_reward_latency_seconds_sum{{rubric="{r}"}} {v:.6f}' for r, v in self.latency_sum.items()),
-            *(f'rlvr_reward_latency_seconds_count{{rubric="{r}"}} {n}' for r, n in self.latency_count.items()),
+            *(
+                f'rlvr_reward_latency_seconds_sum{{rubric="{r}"}} {v:.6f}'
+                for r, v in self.latency_sum.items()
+            ),
+            *(
+                f'rlvr_reward_latency_seconds_count{{rubric="{r}"}} {n}'
+                for r, n in self.latency_count.items()
+            ),
             "# TYPE rlvr_reward_inflight gauge",
             f"rlvr_reward_inflight {self.inflight}",
             "# TYPE rlvr_reward_rejected_total counter",
@@ -154,7 +163,9 @@ def create_app(rubrics: Mapping[str, Rubric], config: ServerConfig | None = None
     @app.post("/score_batch")
     async def score_batch(req: BatchRequest) -> dict[str, Any]:
         start = time.perf_counter()
-        samples = [Sample(prompt=i.prompt, completion=i.completion, answer=i.answer, info=i.info) for i in req.items]
+        samples = [
+            Sample(prompt=i.prompt, completion=i.completion, answer=i.answer, info=i.info) for i in req.items
+        ]
         results = await score_items(req.rubric, samples)
         latency = time.perf_counter() - start
         return {"results": [payload(r, i.id, latency) for r, i in zip(results, req.items, strict=True)]}
@@ -163,7 +174,9 @@ def create_app(rubrics: Mapping[str, Rubric], config: ServerConfig | None = None
     async def get_reward(req: OpenRLHFRequest) -> dict[str, Any]:
         if cfg.openrlhf_rubric is None:
             raise HTTPException(404, "no rubric configured for /get_reward")
-        if len(req.query) != len(req.prompts) or (req.labels is not None and len(req.labels) != len(req.query)):
+        if len(req.query) != len(req.prompts) or (
+            req.labels is not None and len(req.labels) != len(req.query)
+        ):
             raise HTTPException(422, "query, prompts and labels must have the same length")
         labels = req.labels or [None] * len(req.query)
         samples = [
