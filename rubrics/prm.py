@@ -145,8 +145,13 @@ class PRMScorer:
         self.tokenizer = AutoTokenizer.from_pretrained(
             self.path, trust_remote_code=self.spec.trust_remote_code
         )
+        import transformers
+
+        # transformers >= 4.56 names it `dtype`; older releases only know `torch_dtype`
+        major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+        dtype_kw = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
         self.model = loader.from_pretrained(
-            self.path, dtype=getattr(torch, self.dtype), trust_remote_code=self.spec.trust_remote_code
+            self.path, trust_remote_code=self.spec.trust_remote_code, **{dtype_kw: getattr(torch, self.dtype)}
         )
         self.model.to(self.device).eval()
         cfg = self.model.config
@@ -306,8 +311,10 @@ class PRMScorer:
         return out
 
     def _logits(self, ids: Any, mask: Any) -> Any:
-        kwargs = {"use_cache": False} if self.spec.model_class != "token_classification" else {}
-        output = self.model(input_ids=ids, attention_mask=mask, **kwargs)
+        try:
+            output = self.model(input_ids=ids, attention_mask=mask, use_cache=False)
+        except TypeError:  # heads whose forward takes no use_cache
+            output = self.model(input_ids=ids, attention_mask=mask)
         return output.logits if hasattr(output, "logits") else output[0]
 
     def _step_probs(self, logits: Any, positions: list[int]) -> list[float]:
