@@ -153,6 +153,10 @@ class JudgeRubric(Rubric):
             tokens = self.scale.tokens()  # raises for a continuous scale
             if self.config.mode == "logprobs" and not self.scale.labels and max(map(len, tokens)) > 1:
                 raise ValueError("logprobs mode needs single-token scores: use a 0-9 range or labels")
+        if self.config.template is not None and not {"response", "format"} <= placeholders(
+            self.config.template
+        ):
+            raise ValueError("a judge template needs {response} and {format} placeholders")
         self._client = client
         self._owns_client = client is None
         self._client_loop: asyncio.AbstractEventLoop | None = None

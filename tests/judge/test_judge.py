@@ -405,3 +405,9 @@ async def test_logprob_mode_accepts_a_length_stop_after_the_score_token(judge):
     kw = {"mode": "logprobs", "integer": True, "low": 1, "high": 9, "max_tokens": 1}
     assert (await score(url, sample("Q-lp-len"), **kw)).score == pytest.approx(0.75)
     assert (await score(url, sample("Q-tag-len"))).reason.startswith("truncated")  # other modes stay strict
+
+
+def test_custom_template_must_show_the_response_and_the_format():
+    with pytest.raises(ValueError, match="response"):
+        JudgeRubric(JudgeConfig(template="Q: {question} Ref: {reference} {format}"))
+    JudgeRubric(JudgeConfig(template='{question} {response} {format} e.g. {"score": 3}'))
