@@ -268,10 +268,12 @@ def main(argv):
             os.close(fd)
         _, status, ru = os.wait4(pid, 0)
         _sweep()
-        clean = _wipe(SCRATCH) and _wipe(SHM) and _ipc_clean()
+        clean = _ipc_clean()
         _send(ctrl, {"status": status, "cpu": ru.ru_utime + ru.ru_stime, "maxrss_kb": ru.ru_maxrss,
                      "recycle": not clean})
-        if not clean:
+        # Off the host's critical path; the next job is read only after this. If the scratch cannot
+        # be emptied we exit, and the host retries that next job on a fresh worker.
+        if not (clean and _wipe(SCRATCH) and _wipe(SHM)):
             return 0
 
 

@@ -45,7 +45,7 @@ BASE_ENV = {
 PRELOAD = (
     "abc", "array", "ast", "bisect", "collections", "contextlib", "copy", "dataclasses", "decimal",
     "enum", "fractions", "functools", "heapq", "io", "itertools", "json", "math", "operator", "random",
-    "re", "runpy", "statistics", "string", "sys", "textwrap", "traceback", "types", "typing",
+    "re", "runpy", "statistics", "string", "sys", "textwrap", "threading", "traceback", "types", "typing",
 )
 
 
