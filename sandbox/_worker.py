@@ -1,7 +1,7 @@
 """Warm fork-server that runs INSIDE a sandbox (bwrap or Docker) as PID 1 of its pid namespace.
 
-Stdlib only; started as `python3 -I _worker.py CTRL_FD [module,...]`. Protocol over the control
-socket (AF_UNIX SOCK_SEQPACKET, only this process holds it):
+Stdlib only; started as `python3 -I _worker.py CTRL_FD|CTRL_SOCKET_PATH [module,...]`. Protocol over
+the control socket (AF_UNIX SOCK_SEQPACKET, only this process holds it):
 
   worker -> host  {"ready": true}
   host -> worker  b"job" + SCM_RIGHTS [spec memfd, stdin memfd, stdout w, stderr w, (channel w)]
@@ -236,7 +236,11 @@ def main(argv):
         return 2
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    ctrl = socket.socket(fileno=int(argv[1]))
+    if argv[1].startswith("/"):  # Docker: connect to the host's one-shot listener bind-mounted here
+        ctrl = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ctrl.connect(argv[1])
+    else:  # bwrap: inherited socketpair end
+        ctrl = socket.socket(fileno=int(argv[1]))
     for name in filter(None, (argv[2] if len(argv) > 2 else "").split(",")):
         try:
             __import__(name)

@@ -87,7 +87,7 @@ def job_env(job: Job) -> dict[str, str]:
 
 def classify(
     reason: str, exit_code: int | None, sig: int | None, stderr: bytes, oom: bool, pids_hit: bool,
-    cpu_s: float = 0.0, cpu_limit_s: float = float("inf"),
+    cpu_s: float = 0.0, cpu_limit_s: float = float("inf"), wall_s: float = 0.0,
 ) -> LimitHit:
     """Which limit ended the job. Exit codes and signals decide; stderr only names the errno."""
     if reason == "timeout":
@@ -96,8 +96,10 @@ def classify(
         return LimitHit.OUTPUT
     if oom:
         return LimitHit.MEMORY
-    if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu_s >= cpu_limit_s - 0.05):
-        return LimitHit.CPU_TIME  # a pid-1 job ignores SIGXCPU and gets SIGKILL at the hard limit
+    if sig == signal.SIGXCPU or (sig == signal.SIGKILL and max(cpu_s, wall_s) >= cpu_limit_s - 0.05):
+        # a pid-1 job ignores SIGXCPU and gets SIGKILL at the hard limit; the launcher's rusage may miss
+        # its CPU time, and nothing else SIGKILLs without a timeout/OOM, so wall >= limit is the fallback
+        return LimitHit.CPU_TIME
     if sig == signal.SIGXFSZ:
         return LimitHit.FILE_SIZE
     if exit_code not in (0, None):
@@ -111,7 +113,52 @@ def classify(
     return LimitHit.NONE
 
 
-class BwrapSandbox:
+class SlotResults:
+    """Per-job limit bookkeeping and `ExecResult` assembly shared by the backends."""
+
+    name = ""
+
+    def _prepare_slot(
+        self, slot: Slot | None, limits: Limits, memory_mb: int, extra_pids: int = 1
+    ) -> tuple[int, int]:
+        """Set the slot's limits for this job. pids.max counts the job's processes plus the launcher
+        (bwrap), `extra_pids` more (a warm worker), and on v1 the slot thread itself."""
+        if slot is None or slot.version == "none":
+            return 0, 0
+        overhead = extra_pids + (1 if slot.version == "v1" else 0)
+        slot.set_limits(memory_mb, limits.processes + overhead)
+        slot.reset_peak()
+        return slot.oom_kills(), slot.pids_events()
+
+    def _result(
+        self, cap, slot, reason, exit_code, sig, oom0, pids0, wall, cpu, cpu_limit, peak=None, sweep=True
+    ) -> ExecResult:
+        oom = pids_hit = False
+        if slot is not None and slot.version != "none":
+            if sweep:
+                slot.kill_all()  # one-shot safety net (the pid namespace is already gone)
+            oom = slot.oom_kills() > oom0
+            pids_hit = slot.pids_events() > pids0
+            peak = slot.peak_mb() or peak
+        stderr = bytes(cap.data["stderr"])
+        return ExecResult(
+            exit_code=exit_code,
+            signal=sig,
+            stdout=bytes(cap.data["stdout"]),
+            stderr=stderr,
+            stdout_truncated=cap.truncated["stdout"],
+            stderr_truncated=cap.truncated["stderr"],
+            wall_time_s=wall,
+            cpu_time_s=cpu,
+            peak_memory_mb=peak,
+            limit_hit=classify(reason, exit_code, sig, stderr, oom, pids_hit, cpu, cpu_limit, wall),
+            backend=self.name,
+            channel=bytes(cap.data.get("channel", b"")),
+            channel_truncated=cap.truncated.get("channel", False),
+        )
+
+
+class BwrapSandbox(SlotResults):
     """The bubblewrap backend. `await run(job)`, `run_sync(job)`, `close()`; see the module doc."""
 
     name = "bwrap"
@@ -322,45 +369,6 @@ class BwrapSandbox:
         return self._result(
             cap, slot, reason, exit_code, sig, oom0, pids0, wall,
             cpu=(ru.ru_utime + ru.ru_stime) if ru else 0.0, cpu_limit=limits.cpu_time_s,
-        )
-
-    def _prepare_slot(
-        self, slot: Slot | None, limits: Limits, memory_mb: int, extra_pids: int = 1
-    ) -> tuple[int, int]:
-        """Set the slot's limits for this job. pids.max counts the job's processes plus the launcher
-        (bwrap), `extra_pids` more (a warm worker), and on v1 the slot thread itself."""
-        if slot is None or slot.version == "none":
-            return 0, 0
-        overhead = extra_pids + (1 if slot.version == "v1" else 0)
-        slot.set_limits(memory_mb, limits.processes + overhead)
-        slot.reset_peak()
-        return slot.oom_kills(), slot.pids_events()
-
-    def _result(
-        self, cap, slot, reason, exit_code, sig, oom0, pids0, wall, cpu, cpu_limit, peak=None, sweep=True
-    ) -> ExecResult:
-        oom = pids_hit = False
-        if slot is not None and slot.version != "none":
-            if sweep:
-                slot.kill_all()  # one-shot safety net (the pid namespace is already gone)
-            oom = slot.oom_kills() > oom0
-            pids_hit = slot.pids_events() > pids0
-            peak = slot.peak_mb() or peak
-        stderr = bytes(cap.data["stderr"])
-        return ExecResult(
-            exit_code=exit_code,
-            signal=sig,
-            stdout=bytes(cap.data["stdout"]),
-            stderr=stderr,
-            stdout_truncated=cap.truncated["stdout"],
-            stderr_truncated=cap.truncated["stderr"],
-            wall_time_s=wall,
-            cpu_time_s=cpu,
-            peak_memory_mb=peak,
-            limit_hit=classify(reason, exit_code, sig, stderr, oom, pids_hit, cpu, cpu_limit),
-            backend=self.name,
-            channel=bytes(cap.data.get("channel", b"")),
-            channel_truncated=cap.truncated.get("channel", False),
         )
 
     # ---------------------------------------------------------------- probe

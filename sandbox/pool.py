@@ -81,11 +81,26 @@ class Worker:
         self._start(scratch_mb)
 
     def _start(self, scratch_mb: int) -> None:
+        host = self._launch(scratch_mb)
+        self.sock, self.scratch_mb = host, scratch_mb
+        self.box.stats["worker_starts"] += 1
+        ready, _, _ = select.select([host], [], [], START_TIMEOUT_S)
+        try:
+            msg = host.recv(4096) if ready else b""
+        except OSError:
+            msg = b""
+        if not msg or not json.loads(msg).get("ready"):
+            why = self.stderr_tail()
+            self.stop()
+            raise SandboxError(f"warm worker failed to start: {why!r}")
+
+    def _launch(self, scratch_mb: int) -> socket.socket:
+        """Start `bwrap ... python3 -I worker.py 3` in this slot; return the host end of its socket."""
         box = self.box
         cfg = box.config
         host, inside = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         inside_fd = _proc.high_fd(inside.detach())
-        err_fd = _proc.memfd_with(b"", "worker-stderr")
+        self.err_fd = _proc.memfd_with(b"", "worker-stderr")
         limits = Limits(scratch_mb=scratch_mb)
         argv = box.bwrap_argv(limits, extra=["--ro-bind", WORKER_SRC, WORKER_DST])
         argv += ["--", cfg.python, "-I", WORKER_DST, "3", ",".join(cfg.preload)]
@@ -98,18 +113,14 @@ class Worker:
             self.slot.set_limits(cfg.worker_overhead_mb + scratch_mb + 64, 64)
         null = os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)
         try:
-            self.proc = _proc.spawn(argv, stdin=null, stdout=err_fd, stderr=err_fd, preexec=pre)
+            self.proc = _proc.spawn(argv, stdin=null, stdout=self.err_fd, stderr=self.err_fd, preexec=pre)
+        except BaseException:
+            host.close()
+            raise
         finally:
             os.close(inside_fd)
             os.close(null)
-        self.sock, self.err_fd, self.scratch_mb = host, err_fd, scratch_mb
-        box.stats["worker_starts"] += 1
-        ready, _, _ = select.select([host], [], [], START_TIMEOUT_S)
-        msg = host.recv(4096) if ready else b""
-        if not msg or not json.loads(msg).get("ready"):
-            why = self.stderr_tail()
-            self.stop()
-            raise SandboxError(f"warm worker failed to start: {why!r}")
+        return host
 
     def stderr_tail(self) -> bytes:
         if self.err_fd is None:
@@ -118,16 +129,17 @@ class Worker:
         return os.pread(self.err_fd, 2000, max(0, size - 2000))
 
     def stop(self) -> None:
-        if self.proc is not None:
-            if self.sock is not None:
-                self.sock.close()  # a healthy worker exits on EOF; make sure either way
-            _proc.kill_tree(self.proc)
-            _proc.reap(self.proc)
         if self.sock is not None:
-            self.sock.close()
+            self.sock.close()  # a healthy worker exits on EOF; the kill below makes sure
+        self._kill()
         if self.err_fd is not None:
             os.close(self.err_fd)
         self.proc = self.sock = self.err_fd = None
+
+    def _kill(self) -> None:
+        if self.proc is not None:
+            _proc.kill_tree(self.proc)
+            _proc.reap(self.proc)
 
     # ------------------------------------------------------------ jobs
     def run(self, job: Job, plan: dict, retry: bool = True) -> ExecResult:

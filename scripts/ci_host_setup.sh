@@ -41,7 +41,7 @@ if ! "$DOCKER" image inspect "$IMAGE" >/dev/null 2>&1; then
   done
   echo "sandbox:x:65534:65534:sandbox:/tmp:/usr/sbin/nologin" > "$root/etc/passwd"
   echo "sandbox:x:65534:" > "$root/etc/group"
-  tar -C "$root" -c . | "$DOCKER" import -c 'USER 65534:65534' -c 'WORKDIR /tmp' - "$IMAGE" >/dev/null
+  tar -C "$root" -c . | "$DOCKER" import -c 'USER 65534:65534' - "$IMAGE" >/dev/null  # no WORKDIR: it resets a tmpfs /tmp to 0755 root
 fi
 
 echo "bwrap: $(bwrap --version)"
