@@ -158,7 +158,8 @@ def main() -> int:
     b, hpool = results["bare"], results["host_pool"]
     for mode, r in results.items():
         lat = f"{r['p50']:8.1f} {r['p99']:8.1f} {r['c_p50']:8.1f} {r['c_p99']:8.1f} {r['jobs_s']:8.1f}"
-        ratios = f"{r['p50'] / b['p50']:8.2f}x {r['jobs_s'] / b['jobs_s']:9.2f}x {r['p50'] / hpool['p50']:9.2f}x"
+        ratios = (f"{r['p50'] / b['p50']:8.2f}x {r['jobs_s'] / b['jobs_s']:9.2f}x "
+                  f"{r['p50'] / hpool['p50']:9.2f}x")
         print(f"{mode:12s} {lat} {ratios}")
     for mode in ("docker_run", "docker_pool"):
         print(f"{mode:12s} not implemented in this branch")

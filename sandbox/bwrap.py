@@ -125,7 +125,7 @@ class SlotResults:
         (bwrap), `extra_pids` more (a warm worker), and on v1 the slot thread itself."""
         if slot is None or slot.version == "none":
             return 0, 0
-        overhead = extra_pids + (1 if slot.version == "v1" else 0)
+        overhead = extra_pids + (1 if slot.version == "v1" and slot.holds_thread else 0)
         slot.set_limits(memory_mb, limits.processes + overhead)
         slot.reset_peak()
         return slot.oom_kills(), slot.pids_events()
@@ -287,7 +287,7 @@ class BwrapSandbox(SlotResults):
         a += ["--remount-ro", "/dev", "--remount-ro", "/"]
         return a
 
-    def _rlimits(self, limits: Limits) -> list[tuple[int, int]]:
+    def job_rlimits(self, limits: Limits) -> list[tuple[int, int]]:
         backstop = None if self.cgroups else self.config.slots * (limits.processes + 8)
         return _proc.job_rlimits(limits, backstop)
 
@@ -341,7 +341,7 @@ class BwrapSandbox(SlotResults):
                 extra.append(f"{SCRATCH}/{rel}")
             argv = self.bwrap_argv(limits, extra=extra) + ["--", *job.command]
             oom0, pids0 = self._prepare_slot(slot, limits, limits.memory_mb + limits.scratch_mb + 64)
-            pre = self.preexec(slot, self._rlimits(limits), keep, chan_w)
+            pre = self.preexec(slot, self.job_rlimits(limits), keep, chan_w)
             cap = _proc.Capture(reads, limits.output_bytes)
             t0 = time.monotonic()
             proc = _proc.spawn(argv, stdin=stdin_fd, stdout=out_w, stderr=err_w, preexec=pre)

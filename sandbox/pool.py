@@ -62,6 +62,8 @@ def python_plan(command: tuple[str, ...], python: str) -> dict | None:
 class Worker:
     """One warm worker bound to one slot thread (never shared between threads)."""
 
+    extra_pids = 2  # processes in the slot besides the job: the launcher (bwrap) and the worker
+
     def __init__(self, box: BwrapSandbox, slot: Slot | None):
         self.box = box
         self.slot = slot
@@ -150,8 +152,7 @@ class Worker:
         spec["files"] = [
             [_validate_rel(p), base64.b64encode(_as_bytes(c)).decode()] for p, c in job.files.items()
         ]
-        backstop = None if box.cgroups else box.config.slots * (limits.processes + 8)
-        spec["rlimits"] = _proc.job_rlimits(limits, backstop)
+        spec["rlimits"] = box.job_rlimits(limits)
         owned = [_proc.memfd_with(json.dumps(spec).encode(), "spec"), _proc.memfd_with(job.stdin, "stdin")]
         out_r, out_w = _proc.pipe()
         err_r, err_w = _proc.pipe()
@@ -162,7 +163,7 @@ class Worker:
             owned.append(chan_w)
             reads["channel"] = chan_r
         memory = limits.memory_mb + limits.scratch_mb + box.config.worker_overhead_mb
-        oom0, pids0 = box._prepare_slot(self.slot, limits, memory, extra_pids=2)
+        oom0, pids0 = box._prepare_slot(self.slot, limits, memory, extra_pids=self.extra_pids)
         cap = _proc.Capture(reads, limits.output_bytes)
         reply: dict = {}
 
@@ -185,13 +186,13 @@ class Worker:
                 os.close(fd)
         try:
             reason = "done" if reply else cap.pump(t0 + limits.wall_time_s, self.sock.fileno(), on_reply)
+            wall = time.monotonic() - t0
             if reason != "done" or reply.get("dead") or reply.get("recycle") or "status" not in reply:
                 box.stats["worker_recycles"] += 1
                 self.stop()  # kills the whole sandbox: nothing of this job survives
                 cap.drain()
         finally:
             cap.close()
-        wall = time.monotonic() - t0
         oom = self.slot is not None and self.slot.version != "none" and self.slot.oom_kills() > oom0
         if reason == "done" and "status" not in reply and not oom:
             if retry and not reply.get("error"):

@@ -59,7 +59,7 @@ def check() -> dict[str, str]:
     out = {}
     for name in BACKENDS:
         try:
-            sb = _make(name, **({"slots": 1} if name == "bwrap" else {"pool_size": 1}))
+            sb = _make(name, slots=1)
         except (SandboxUnavailable, ImportError) as e:
             out[name] = f"unavailable: {e}"
             continue

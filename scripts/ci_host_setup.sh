@@ -36,6 +36,7 @@ if ! "$DOCKER" image inspect "$IMAGE" >/dev/null 2>&1; then
   root="$(mktemp -d)"
   trap 'rm -rf "$root"' EXIT
   mkdir -p "$root"/{usr,tmp,proc,dev,sys,etc,run/rlvr}
+  chmod 1777 "$root/tmp"  # docker copies the image dir's mode onto the tmpfs mounted there
   for l in bin sbin lib lib32 lib64 libx32; do
     [[ -L /$l ]] && ln -s "$(readlink /$l)" "$root/$l"
   done

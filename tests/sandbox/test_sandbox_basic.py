@@ -14,7 +14,7 @@ from sandbox.__main__ import main as check_main
 def test_stdin_stdout_exit_code(sb):
     res = sb.run_sync(py(SUM, stdin=b"4 5"))
     assert (res.exit_code, res.signal, res.stdout, res.limit_hit) == (0, None, b"9\n", LimitHit.NONE)
-    assert res.backend == "bwrap" and res.ok
+    assert res.backend == sb.name and res.ok
     res = sb.run_sync(py("import sys; sys.stderr.write('boom'); sys.exit(3)"))
     assert (res.exit_code, res.stderr, res.ok) == (3, b"boom", False)
 
