@@ -30,7 +30,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from queue import SimpleQueue
 
-from sandbox import _proc
+from sandbox import _proc, seccomp
 from sandbox.cgroups import CgroupError, CgroupSet, Slot
 from sandbox.core import ExecResult, Job, LimitHit, Limits, SandboxError, SandboxUnavailable
 
@@ -177,6 +177,9 @@ class BwrapSandbox(SlotResults):
                 if cfg.cgroups == "required":
                     raise SandboxUnavailable(f"cgroups required but unavailable: {e}") from e
                 self.notes.append(f"no cgroups ({e}); memory/pids limited by rlimits only")
+        self._seccomp = seccomp.program()
+        if self._seccomp is None:
+            self.notes.append("no seccomp filter for this architecture")
         self._free: SimpleQueue[Slot | None] = SimpleQueue()
         for i in range(cfg.slots):
             self._free.put(self.cgroups.slots[i] if self.cgroups else Slot(i, "none"))
@@ -264,7 +267,13 @@ class BwrapSandbox(SlotResults):
             self.cgroups.close()
 
     # ---------------------------------------------------------------- argv
-    def bwrap_argv(self, limits: Limits, *, extra: list[str] | None = None) -> list[str]:
+    def seccomp_fd(self) -> int | None:
+        """A fresh memfd holding the seccomp program (bwrap reads it once), or None."""
+        return _proc.memfd_with(self._seccomp, "seccomp") if self._seccomp else None
+
+    def bwrap_argv(
+        self, limits: Limits, *, extra: list[str] | None = None, seccomp_fd: int | None = None
+    ) -> list[str]:
         """bwrap options shared by one-shot jobs and warm workers (everything before the files)."""
         cfg = self.config
         uid = cfg.uid if self._root else os.getuid()
@@ -285,6 +294,8 @@ class BwrapSandbox(SlotResults):
         a += ["--size", str(limits.scratch_mb << 20), "--tmpfs", SCRATCH, "--chdir", SCRATCH]
         a += extra or []
         a += ["--remount-ro", "/dev", "--remount-ro", "/"]
+        if seccomp_fd is not None:
+            a += ["--seccomp", str(seccomp_fd)]
         return a
 
     def job_rlimits(self, limits: Limits) -> list[tuple[int, int]]:
@@ -326,6 +337,10 @@ class BwrapSandbox(SlotResults):
             for k, v in env.items():
                 extra += ["--setenv", k, v]
             keep = [st_w]
+            sc_fd = self.seccomp_fd()
+            if sc_fd is not None:
+                owned.append(sc_fd)
+                keep.append(sc_fd)
             made_dirs: set[str] = set()
             for path, content in job.files.items():
                 rel = _validate_rel(path)
@@ -339,7 +354,7 @@ class BwrapSandbox(SlotResults):
                 keep.append(fd)
                 extra += ["--perms", "0755" if data.startswith(b"#!") else "0644", "--file", str(fd)]
                 extra.append(f"{SCRATCH}/{rel}")
-            argv = self.bwrap_argv(limits, extra=extra) + ["--", *job.command]
+            argv = self.bwrap_argv(limits, extra=extra, seccomp_fd=sc_fd) + ["--", *job.command]
             oom0, pids0 = self._prepare_slot(slot, limits, limits.memory_mb + limits.scratch_mb + 64)
             pre = self.preexec(slot, self.job_rlimits(limits), keep, chan_w)
             cap = _proc.Capture(reads, limits.output_bytes)

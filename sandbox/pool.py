@@ -104,13 +104,14 @@ class Worker:
         inside_fd = _proc.high_fd(inside.detach())
         self.err_fd = _proc.memfd_with(b"", "worker-stderr")
         limits = Limits(scratch_mb=scratch_mb)
-        argv = box.bwrap_argv(limits, extra=["--ro-bind", WORKER_SRC, WORKER_DST])
+        sc_fd = box.seccomp_fd()
+        argv = box.bwrap_argv(limits, extra=["--ro-bind", WORKER_SRC, WORKER_DST], seccomp_fd=sc_fd)
         argv += ["--", cfg.python, "-I", WORKER_DST, "3", ",".join(cfg.preload)]
         # the worker keeps no limits a job would need to raise; each job lowers its own after fork
         rl = [(r, v) for r, v in _proc.job_rlimits(limits, None) if r in _worker_rlimits()]
         if box.cgroups is None:
             rl.append((_proc.resource.RLIMIT_NPROC, cfg.slots * (64 + 8)))
-        pre = box.preexec(self.slot, rl, keep=[], channel_w=inside_fd)
+        pre = box.preexec(self.slot, rl, keep=[sc_fd] if sc_fd is not None else [], channel_w=inside_fd)
         if self.slot is not None and self.slot.version != "none":
             self.slot.set_limits(cfg.worker_overhead_mb + scratch_mb + 64, 64)
         null = os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)
@@ -122,6 +123,8 @@ class Worker:
         finally:
             os.close(inside_fd)
             os.close(null)
+            if sc_fd is not None:
+                os.close(sc_fd)
         return host
 
     def stderr_tail(self) -> bytes:

@@ -35,6 +35,7 @@ from test_sandbox_escape import (  # noqa: F401
     test_host_files_invisible_and_unwritable,
     test_identity_no_caps_no_new_privs_unprivileged_uid,
     test_jobs_cannot_see_each_other,
+    test_kernel_keyring_cannot_carry_data_between_jobs,
     test_memory_bomb,
     test_network_host_loopback_unreachable_and_only_lo,
     test_no_background_process_survives,

@@ -293,3 +293,37 @@ def test_proc_snooping(sb):
     assert int(lines[0]) <= 3, res  # only the sandbox's own processes
     assert not any(line.startswith(("READ /proc/kcore", "READ /proc/1/mem", "WROTE")) for line in lines), res
     assert_healthy(sb)
+
+
+KEYRING_ADD = (
+    "import ctypes, platform\n"
+    "nr = {'x86_64': 248, 'aarch64': 217}[platform.machine()]\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "print(libc.syscall(nr, b'user', b'rlvr-leak', b'secret-1', 8, -4) > 0)\n"  # add_key(..., USER_KEYRING)
+)
+KEYRING_READ = (
+    "import ctypes, platform\n"
+    "nr = {'x86_64': 249, 'aarch64': 218}[platform.machine()]\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "print(libc.syscall(nr, b'user', b'rlvr-leak', None, 0) > 0)\n"  # request_key finds it?
+)
+
+
+def test_kernel_keyring_cannot_carry_data_between_jobs(sb):
+    sb.run_sync(py(KEYRING_ADD))
+    res = sb.run_sync(py(KEYRING_READ))
+    assert res.stdout == b"False\n", res
+    assert_healthy(sb)
+
+
+def test_foreign_abi_syscalls_are_killed(sb):
+    # x32 syscall numbers (bit 30) would bypass an x86_64-only deny list; the filter kills them instead
+    code = (
+        "import ctypes, platform, sys\n"
+        "if platform.machine() != 'x86_64':\n    print('skip'); sys.exit(0)\n"
+        "ctypes.CDLL(None).syscall(0x40000000 | 39)\n"  # x32 getpid
+        "print('SURVIVED')\n"
+    )
+    res = sb.run_sync(py(code))
+    assert b"SURVIVED" not in res.stdout, res
+    assert_healthy(sb)
