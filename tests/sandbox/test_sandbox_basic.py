@@ -98,3 +98,16 @@ def test_check_command_reports(capsys):
     out = capsys.readouterr().out
     assert rc == 0 and "bwrap   ok" in out
     assert "docker" in out
+
+
+def test_unavailable_backends_say_why_and_never_run_unsandboxed():
+    from sandbox import SandboxUnavailable
+    from sandbox.bwrap import BwrapConfig, BwrapSandbox
+    from sandbox.docker import DockerConfig, DockerSandbox
+
+    with pytest.raises(SandboxUnavailable, match="bubblewrap not found"):
+        BwrapSandbox(BwrapConfig(bwrap="/nonexistent/bwrap"))
+    with pytest.raises(SandboxUnavailable, match="no Docker engine answers"):
+        DockerSandbox(DockerConfig(base_url="unix:///nonexistent/docker.sock"))
+    with pytest.raises(SandboxUnavailable, match="bwrap: .*docker: "):
+        get_sandbox("auto", bwrap="/nonexistent/bwrap", base_url="unix:///nonexistent/docker.sock")
