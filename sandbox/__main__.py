@@ -19,7 +19,6 @@ def sweep() -> int:
     print(f"cgroups: removed {n} stale tree(s)")
     try:
         import docker
-
         from sandbox.docker import sweep_containers
 
         client = docker.from_env()
