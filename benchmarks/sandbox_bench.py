@@ -114,69 +114,73 @@ def sandboxed(box):
     return run
 
 
-def measure(fn, n_seq: int, n_conc: int) -> dict:
-    for _ in range(3):  # warm-up
-        assert fn(PROGRAM), "wrong verdict during warm-up"
-    lat = []
-    for _ in range(n_seq):
-        t = time.perf_counter()
-        assert fn(PROGRAM), "wrong verdict"
-        lat.append((time.perf_counter() - t) * 1000)
-    conc_lat = []
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
 
-    def one(_):
-        t = time.perf_counter()
-        ok = fn(PROGRAM)
-        conc_lat.append((time.perf_counter() - t) * 1000)
-        return ok
 
-    t0 = time.perf_counter()
-    with ThreadPoolExecutor(2) as ex:
-        oks = list(ex.map(one, range(n_conc)))
-    elapsed = time.perf_counter() - t0
-    assert all(oks), "wrong verdict under concurrency"
+def measure(modes: dict, counts: dict, rounds: int) -> dict:
+    """Interleaved rounds: every mode runs its share of sequential jobs, then a burst of concurrent jobs
+    on 2 threads, round after round, so that all modes see the same background load."""
+    lat = {m: [] for m in modes}
+    conc_lat = {m: [] for m in modes}
+    busy = dict.fromkeys(modes, 0.0)
+    done = dict.fromkeys(modes, 0)
+    for fn in modes.values():  # warm-up
+        for _ in range(2):
+            assert fn(PROGRAM), "wrong verdict during warm-up"
+    for _ in range(rounds):
+        for m, fn in modes.items():
+            n_seq, n_conc = (max(1, c // rounds) for c in counts[m])
+            for _ in range(n_seq):
+                t = time.perf_counter()
+                assert fn(PROGRAM), "wrong verdict"
+                lat[m].append((time.perf_counter() - t) * 1000)
 
-    def pct(xs, q):
-        xs = sorted(xs)
-        return xs[min(len(xs) - 1, int(q * len(xs)))]
+            def one(_, fn=fn, m=m):
+                t = time.perf_counter()
+                ok = fn(PROGRAM)
+                conc_lat[m].append((time.perf_counter() - t) * 1000)
+                return ok
 
-    return {"p50": statistics.median(lat), "p99": pct(lat, 0.99), "c_p50": statistics.median(conc_lat),
-            "c_p99": pct(conc_lat, 0.99), "jobs_s": n_conc / elapsed}
+            t0 = time.perf_counter()
+            with ThreadPoolExecutor(2) as ex:
+                assert all(ex.map(one, range(n_conc))), "wrong verdict under concurrency"
+            busy[m] += time.perf_counter() - t0
+            done[m] += n_conc
+    return {m: {"p50": statistics.median(lat[m]), "p99": _pct(lat[m], 0.99),
+                "c_p50": statistics.median(conc_lat[m]), "c_p99": _pct(conc_lat[m], 0.99),
+                "jobs_s": done[m] / busy[m]} for m in modes}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=100, help="concurrent jobs per fast mode (sequential = half)")
     ap.add_argument("--docker-jobs", type=int, default=16, help="concurrent jobs for docker_run")
+    ap.add_argument("--rounds", type=int, default=4)
     args = ap.parse_args()
-    n = args.jobs
-    results = {}
-    results["bare"] = measure(bare, n // 4, n // 2)
+    n, nd = args.jobs, args.docker_jobs
     hp = HostPool(2)
-    try:
-        results["host_pool"] = measure(hp.run, n // 2, n)
-    finally:
-        hp.close()
-    box = BwrapSandbox(BwrapConfig(slots=2, warm_pool=False))
-    try:
-        results["bwrap"] = measure(sandboxed(box), n // 4, n // 2)
-    finally:
-        box.close_sync()
-    box = BwrapSandbox(BwrapConfig(slots=2, warm_pool=True))
-    try:
-        results["bwrap_pool"] = measure(sandboxed(box), n // 2, n)
-    finally:
-        box.close_sync()
-    skipped = []
+    oneshot = BwrapSandbox(BwrapConfig(slots=2, warm_pool=False))
+    pool = BwrapSandbox(BwrapConfig(slots=2, warm_pool=True))
+    modes = {"bare": bare, "host_pool": hp.run, "bwrap": sandboxed(oneshot), "bwrap_pool": sandboxed(pool)}
+    counts = {"bare": (n // 4, n // 2), "host_pool": (n // 2, n), "bwrap": (n // 4, n // 2),
+              "bwrap_pool": (n // 2, n)}
+    skipped, dbox = [], None
     try:
         dbox = DockerSandbox(DockerConfig(slots=2))
     except SandboxUnavailable as e:
         skipped.append(f"docker: {e}")
     else:
-        try:
-            results["docker_run"] = measure(docker_run, args.docker_jobs // 2, args.docker_jobs)
-            results["docker_pool"] = measure(sandboxed(dbox), n // 2, n)
-        finally:
+        modes.update(docker_run=docker_run, docker_pool=sandboxed(dbox))
+        counts.update(docker_run=(nd // 2, nd), docker_pool=(n // 2, n))
+    try:
+        results = measure(modes, counts, args.rounds)
+    finally:
+        hp.close()
+        oneshot.close_sync()
+        pool.close_sync()
+        if dbox is not None:
             dbox.close_sync()
 
     load = os.getloadavg()[0]

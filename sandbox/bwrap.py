@@ -127,8 +127,7 @@ class SlotResults:
             return 0, 0
         overhead = extra_pids + (1 if slot.version == "v1" and slot.holds_thread else 0)
         slot.set_limits(memory_mb, limits.processes + overhead)
-        slot.reset_peak()
-        return slot.oom_kills(), slot.pids_events()
+        return slot.counters()
 
     def _result(
         self, cap, slot, reason, exit_code, sig, oom0, pids0, wall, cpu, cpu_limit, peak=None, sweep=True
@@ -137,9 +136,8 @@ class SlotResults:
         if slot is not None and slot.version != "none":
             if sweep:
                 slot.kill_all()  # one-shot safety net (the pid namespace is already gone)
-            oom = slot.oom_kills() > oom0
-            pids_hit = slot.pids_events() > pids0
-            peak = slot.peak_mb() or peak
+            oom_now, pids_now = slot.counters(refresh=True)
+            oom, pids_hit = oom_now > oom0, pids_now > pids0
         stderr = bytes(cap.data["stderr"])
         return ExecResult(
             exit_code=exit_code,
@@ -384,6 +382,7 @@ class BwrapSandbox(SlotResults):
         return self._result(
             cap, slot, reason, exit_code, sig, oom0, pids0, wall,
             cpu=(ru.ru_utime + ru.ru_stime) if ru else 0.0, cpu_limit=limits.cpu_time_s,
+            peak=(ru.ru_maxrss / 1024) if ru else None,
         )
 
     # ---------------------------------------------------------------- probe

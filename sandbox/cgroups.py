@@ -104,6 +104,7 @@ class Slot:
     version: str
     dirs: dict[str, Path] = field(default_factory=dict)
     holds_thread: bool = True  # v1: our launcher thread sits in it (counts against pids.max)
+    _counters: tuple[int, int] | None = None  # (oom kills, pids.max refusals) after the last job
     _memory_mb: int | None = None
     _pids: int | None = None
 
@@ -154,6 +155,13 @@ class Slot:
         except OSError:
             return 0
         return int(m.group(1)) if m else 0
+
+    def counters(self, refresh: bool = False) -> tuple[int, int]:
+        """(oom kills, pids.max refusals). Cached between jobs: the value after job N is the value
+        before job N+1, so each job costs two reads, not four."""
+        if refresh or self._counters is None:
+            self._counters = (self.oom_kills(), self.pids_events())
+        return self._counters
 
     def reset_peak(self) -> None:
         if self.version == "v1":

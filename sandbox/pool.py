@@ -196,7 +196,7 @@ class Worker:
                 cap.drain()
         finally:
             cap.close()
-        oom = self.slot is not None and self.slot.version != "none" and self.slot.oom_kills() > oom0
+        oom = self.slot is not None and self.slot.version != "none" and self.slot.counters(True)[0] > oom0
         if reason == "done" and "status" not in reply and not oom:
             if retry and not reply.get("error"):
                 return self.run(job, plan, retry=False)
