@@ -1,5 +1,26 @@
 """Isolated execution of untrusted code: bubblewrap (default), Docker (warm pool), more by name."""
 
-from sandbox.core import ExecResult, Job, LimitHit, Limits, Sandbox, SandboxUnavailable
+from sandbox.core import (
+    CHANNEL_FD,
+    ExecResult,
+    Job,
+    LimitHit,
+    Limits,
+    Sandbox,
+    SandboxError,
+    SandboxUnavailable,
+)
+from sandbox.registry import get_sandbox, run_sync
 
-__all__ = ["ExecResult", "Job", "LimitHit", "Limits", "Sandbox", "SandboxUnavailable"]
+__all__ = [
+    "CHANNEL_FD",
+    "ExecResult",
+    "Job",
+    "LimitHit",
+    "Limits",
+    "Sandbox",
+    "SandboxError",
+    "SandboxUnavailable",
+    "get_sandbox",
+    "run_sync",
+]

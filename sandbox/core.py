@@ -19,6 +19,10 @@ class SandboxUnavailable(RuntimeError):
     """The backend cannot provide isolation on this host; the message says why."""
 
 
+class SandboxError(RuntimeError):
+    """The sandbox itself failed (not the job): treat the job as unverifiable, never as a zero."""
+
+
 class LimitHit(str, Enum):
     """Which limit ended (or truncated) the job, if any."""
 
@@ -42,6 +46,7 @@ class Limits:
     output_bytes: int = 1 << 20  # per stream; more is dropped and flagged as truncated
     file_size_mb: int = 16
     network: bool = False
+    scratch_mb: int = 64  # size of the private writable scratch dir (the job's cwd)
 
 
 @dataclass(frozen=True)

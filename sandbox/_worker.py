@@ -1,0 +1,303 @@
+"""Warm fork-server that runs INSIDE a sandbox (bwrap or Docker) as PID 1 of its pid namespace.
+
+Stdlib only; started as `python3 -I _worker.py CTRL_FD|CTRL_SOCKET_PATH [module,...]`. Protocol over
+the control socket (AF_UNIX SOCK_SEQPACKET, only this process holds it):
+
+  worker -> host  {"ready": true}
+  host -> worker  b"job" + SCM_RIGHTS [spec memfd, stdin memfd, stdout w, stderr w, (channel w)]
+  worker -> host  {"status": wait_status, "cpu": s, "maxrss_kb": n, "recycle": bool}
+
+Per job: write the job's files into the empty scratch dir, fork a child that becomes the job (fresh
+stdio objects, argv, env, cwd, rlimits, new session; fds 0-2 and optionally 3 only), wait for it,
+then SIGKILL every other process in the namespace, reap, and wipe the scratch dir and /dev/shm.
+If anything cannot be restored (files it cannot delete, SysV IPC objects left) it asks to be
+recycled and exits. The host enforces wall time and output caps by killing the whole sandbox.
+
+Integrity: PID 1 ignores signals from inside the namespace that it has no handler for (so no
+SIGINT handler is kept), and it is non-dumpable, so jobs (same uid, no capabilities) cannot
+ptrace it or open its /proc/1/fd/* to reach the control socket.
+"""
+
+import array
+import base64
+import ctypes
+import gc
+import io
+import json
+import os
+import resource
+import shutil
+import signal
+import socket
+import sys
+
+SCRATCH = "/tmp"
+SHM = "/dev/shm"
+CHANNEL_FD = 3
+PR_SET_DUMPABLE = 4
+
+
+def _send(sock, obj):
+    sock.send(json.dumps(obj).encode())
+
+
+def _recv_job(sock):
+    fds = array.array("i")
+    msg, anc, _, _ = sock.recvmsg(64, socket.CMSG_SPACE(8 * fds.itemsize))
+    if not msg:
+        return None
+    for level, kind, data in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
+    return list(fds)
+
+
+def _read_fd(fd):
+    chunks = []
+    while True:
+        b = os.read(fd, 1 << 20)
+        if not b:
+            return b"".join(chunks)
+        chunks.append(b)
+
+
+def _write_files(files):
+    for rel, b64 in files:
+        path = os.path.join(SCRATCH, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        data = base64.b64decode(b64)
+        mode = 0o755 if data[:2] == b"#!" else 0o644
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+
+
+def _stdio(unbuffered):
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)),
+                                                 encoding="utf-8", errors="strict")
+    out = io.FileIO(1, "w", closefd=False)
+    sys.stdout = sys.__stdout__ = io.TextIOWrapper(
+        out if unbuffered else io.BufferedWriter(out), encoding="utf-8", errors="strict",
+        write_through=unbuffered)
+    err = io.FileIO(2, "w", closefd=False)
+    sys.stderr = sys.__stderr__ = io.TextIOWrapper(
+        err if unbuffered else io.BufferedWriter(err), encoding="utf-8", errors="backslashreplace",
+        line_buffering=True, write_through=unbuffered)
+
+
+def _exit_code(exc):
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    try:
+        print(code, file=sys.stderr)
+    except Exception:
+        pass
+    return 1
+
+
+def _print_exc(exc, filename):
+    import traceback
+
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != filename:
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb or exc.__traceback__)
+
+
+def _child(spec, fds):
+    """Become the job. Never returns."""
+    code = 1
+    try:
+        os.setsid()
+        stdin, out, err = fds[1], fds[2], fds[3]
+        chan = fds[4] if len(fds) > 4 else None
+        os.dup2(stdin, 0)
+        os.dup2(out, 1)
+        os.dup2(err, 2)
+        if chan is not None:
+            os.dup2(chan, CHANNEL_FD)
+        os.closerange(CHANNEL_FD + 1 if chan is not None else CHANNEL_FD, 1 << 16)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for res, val in spec["rlimits"]:
+            resource.setrlimit(res, (val, val))
+        os.environ.clear()
+        os.environ.update(spec["env"])
+        os.chdir(SCRATCH)
+        mode, target, args = spec["mode"], spec["target"], spec["args"]
+        if mode == "exec":  # any other command: exec it in this fresh process
+            try:
+                os.execvpe(target, args, os.environ)
+            except OSError as e:
+                os.write(2, f"cannot exec {target}: {e.strerror}\n".encode())
+                os._exit(127)
+        _stdio(spec["unbuffered"])
+        import runpy
+        import types
+
+        if mode == "file":
+            filename = os.path.abspath(target)
+            sys.argv = [target, *args]
+            if not spec["isolated"]:
+                sys.path.insert(0, os.path.dirname(filename))
+            main = types.ModuleType("__main__")
+            main.__file__, main.__cached__ = filename, None
+            sys.modules["__main__"] = main
+
+            def run():  # what the interpreter does for `python3 FILE` (runpy.run_path is slower)
+                with io.open_code(filename) as f:
+                    source = f.read()
+                exec(compile(source, filename, "exec"), main.__dict__)
+        elif mode == "code":
+            filename = "<string>"
+            sys.argv = ["-c", *args]
+            sys.path.insert(0, "")
+            main = types.ModuleType("__main__")
+            sys.modules["__main__"] = main
+
+            def run():
+                exec(compile(target, "<string>", "exec"), main.__dict__)
+        else:
+            sys.argv = ["-m", *args]
+            sys.path.insert(0, os.getcwd())
+            filename = None
+
+            def run():
+                runpy._run_module_as_main(target, alter_argv=True)
+        try:
+            run()
+            code = 0
+        except SystemExit as e:
+            code = _exit_code(e)
+        except BaseException as e:  # an uncaught exception in the job: traceback, exit 1
+            if filename is None:
+                filename = getattr(sys.modules.get("__main__"), "__file__", None)
+            _print_exc(e, filename)
+            code = 1
+        try:
+            import threading
+
+            threading._shutdown()
+            import atexit
+
+            atexit._run_exitfuncs()
+        except BaseException:
+            pass
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:
+                code = code or 120
+    finally:
+        os._exit(code)
+
+
+def _sweep():
+    """Kill and reap every process in this namespace except us (we are its PID 1)."""
+    assert os.getpid() == 1
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
+def _wipe(root):
+    """Empty `root` (a tmpfs private to this sandbox). True when it is empty afterwards."""
+    assert os.getpid() == 1
+
+    def fix(func, path, _exc):
+        os.chmod(os.path.dirname(path), 0o700)
+        if os.path.isdir(path) and not os.path.islink(path):
+            os.chmod(path, 0o700)
+        func(path)
+
+    try:
+        # bwrap: the tmpfs is ours (a job may have chmod-ed it); docker: root's 1777, left alone
+        if os.stat(root).st_uid == os.getuid():
+            os.chmod(root, 0o755)
+        for entry in os.scandir(root):
+            if entry.is_dir(follow_symlinks=False):
+                os.chmod(entry.path, 0o700)
+                shutil.rmtree(entry.path, onerror=fix)
+            else:
+                os.unlink(entry.path)
+        return not os.listdir(root)
+    except OSError:
+        return False
+
+
+def _ipc_clean():
+    for kind in ("shm", "sem", "msg"):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as f:
+                if len(f.read().splitlines()) > 1:
+                    return False
+        except OSError:
+            pass
+    return True
+
+
+def main(argv):
+    if os.getpid() != 1:
+        print("refusing to run: the worker must be PID 1 of its own pid namespace", file=sys.stderr)
+        return 2
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    if argv[1].startswith("/"):  # Docker: connect to the host's one-shot listener bind-mounted here
+        ctrl = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ctrl.connect(argv[1])
+    else:  # bwrap: inherited socketpair end
+        ctrl = socket.socket(fileno=int(argv[1]))
+    for name in filter(None, (argv[2] if len(argv) > 2 else "").split(",")):
+        try:
+            __import__(name)
+        except ImportError:
+            pass
+    gc.collect()
+    gc.freeze()  # keep the collector from touching (and copying) every pre-fork object in each job
+    null = os.open("/dev/null", os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.close(null)
+    _send(ctrl, {"ready": True})
+    while True:
+        fds = _recv_job(ctrl)
+        if fds is None:
+            return 0
+        try:
+            spec = json.loads(_read_fd(fds[0]))
+            os.lseek(fds[0], 0, os.SEEK_SET)
+            _write_files(spec["files"])
+        except (OSError, ValueError) as e:
+            for fd in fds:
+                os.close(fd)
+            _send(ctrl, {"error": f"{type(e).__name__}: {e}", "recycle": True})
+            return 1
+        pid = os.fork()
+        if pid == 0:
+            ctrl.close()
+            _child(spec, fds)
+        for fd in fds:
+            os.close(fd)
+        _, status, ru = os.wait4(pid, 0)
+        _sweep()
+        clean = _ipc_clean()
+        _send(ctrl, {"status": status, "cpu": ru.ru_utime + ru.ru_stime, "maxrss_kb": ru.ru_maxrss,
+                     "recycle": not clean})
+        # Off the host's critical path; the next job is read only after this. If the scratch cannot
+        # be emptied we exit, and the host retries that next job on a fresh worker.
+        if not (clean and _wipe(SCRATCH) and _wipe(SHM)):
+            return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

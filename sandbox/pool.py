@@ -1,0 +1,216 @@
+"""Warm pool for the bubblewrap backend: one fork-server worker per slot (host side).
+
+Each slot thread owns a `Worker`: a long-lived `bwrap ... python3 _worker.py` whose interpreter has
+already started and imported common modules. A Python job is sent to it over a private socket with
+fresh pipes for stdout/stderr/channel; the worker forks a child that becomes the job (see
+`sandbox/_worker.py`). Isolation per job is the same as one-shot (fresh process, wiped private
+scratch, nothing left running); on any limit hit, protocol error or death the worker is killed
+and a new one starts on the next job (counted in `BwrapSandbox.stats`).
+"""
+
+from __future__ import annotations
+
+import array
+import base64
+import json
+import os
+import select
+import socket
+import time
+from pathlib import Path
+
+from sandbox import _proc
+from sandbox.bwrap import BwrapSandbox, _as_bytes, _validate_rel, job_env
+from sandbox.cgroups import Slot
+from sandbox.core import ExecResult, Job, Limits, SandboxError
+
+WORKER_SRC = str(Path(__file__).with_name("_worker.py"))
+WORKER_DST = "/run/rlvr/worker.py"
+FLAGS = {"-u": "unbuffered", "-I": "isolated", "-B": None, "-E": None, "-s": None, "-S": None, "-q": None}
+START_TIMEOUT_S = 20.0
+
+
+def python_plan(command: tuple[str, ...], python: str) -> dict | None:
+    """If `command` is a plain `python3 [flags] (FILE | -c CODE | -m MOD) args...`, how to run it in
+    the worker; None for anything else (it then runs one-shot)."""
+    if not command:
+        return None
+    real = os.path.realpath(python)
+    names = {"python3", os.path.basename(real), python, real}
+    if command[0] not in names:
+        return None
+    plan = {"unbuffered": False, "isolated": False}
+    rest = list(command[1:])
+    while rest and rest[0] in FLAGS:
+        key = FLAGS[rest.pop(0)]
+        if key:
+            plan[key] = True
+    if not rest:
+        return None
+    head = rest.pop(0)
+    if head in ("-c", "-m"):
+        if not rest:
+            return None
+        plan.update(mode="code" if head == "-c" else "module", target=rest.pop(0), args=rest)
+    elif head.startswith("-"):
+        return None
+    else:
+        plan.update(mode="file", target=head, args=rest)
+    return plan
+
+
+class Worker:
+    """One warm worker bound to one slot thread (never shared between threads)."""
+
+    extra_pids = 2  # processes in the slot besides the job: the launcher (bwrap) and the worker
+
+    def __init__(self, box: BwrapSandbox, slot: Slot | None):
+        self.box = box
+        self.slot = slot
+        self.proc = None
+        self.sock: socket.socket | None = None
+        self.err_fd: int | None = None
+        self.scratch_mb: int | None = None
+
+    # ------------------------------------------------------------ lifecycle
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def ensure(self, scratch_mb: int = Limits().scratch_mb) -> None:
+        if self.alive() and self.scratch_mb == scratch_mb:
+            return
+        self.stop()
+        self._start(scratch_mb)
+
+    def _start(self, scratch_mb: int) -> None:
+        host = self._launch(scratch_mb)
+        self.sock, self.scratch_mb = host, scratch_mb
+        self.box.stats["worker_starts"] += 1
+        ready, _, _ = select.select([host], [], [], START_TIMEOUT_S)
+        try:
+            msg = host.recv(4096) if ready else b""
+        except OSError:
+            msg = b""
+        if not msg or not json.loads(msg).get("ready"):
+            why = self.stderr_tail()
+            self.stop()
+            raise SandboxError(f"warm worker failed to start: {why!r}")
+
+    def _launch(self, scratch_mb: int) -> socket.socket:
+        """Start `bwrap ... python3 -I worker.py 3` in this slot; return the host end of its socket."""
+        box = self.box
+        cfg = box.config
+        host, inside = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        inside_fd = _proc.high_fd(inside.detach())
+        self.err_fd = _proc.memfd_with(b"", "worker-stderr")
+        limits = Limits(scratch_mb=scratch_mb)
+        sc_fd = box.seccomp_fd()
+        argv = box.bwrap_argv(limits, extra=["--ro-bind", WORKER_SRC, WORKER_DST], seccomp_fd=sc_fd)
+        argv += ["--", cfg.python, "-I", WORKER_DST, "3", ",".join(cfg.preload)]
+        # the worker keeps no limits a job would need to raise; each job lowers its own after fork
+        rl = [(r, v) for r, v in _proc.job_rlimits(limits, None) if r in _worker_rlimits()]
+        if box.cgroups is None:
+            rl.append((_proc.resource.RLIMIT_NPROC, cfg.slots * (64 + 8)))
+        pre = box.preexec(self.slot, rl, keep=[sc_fd] if sc_fd is not None else [], channel_w=inside_fd)
+        if self.slot is not None and self.slot.version != "none":
+            self.slot.set_limits(cfg.worker_overhead_mb + scratch_mb + 64, 64)
+        null = os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            self.proc = _proc.spawn(argv, stdin=null, stdout=self.err_fd, stderr=self.err_fd, preexec=pre)
+        except BaseException:
+            host.close()
+            raise
+        finally:
+            os.close(inside_fd)
+            os.close(null)
+            if sc_fd is not None:
+                os.close(sc_fd)
+        return host
+
+    def stderr_tail(self) -> bytes:
+        if self.err_fd is None:
+            return b""
+        size = os.fstat(self.err_fd).st_size
+        return os.pread(self.err_fd, 2000, max(0, size - 2000))
+
+    def stop(self) -> None:
+        if self.sock is not None:
+            self.sock.close()  # a healthy worker exits on EOF; the kill below makes sure
+        self._kill()
+        if self.err_fd is not None:
+            os.close(self.err_fd)
+        self.proc = self.sock = self.err_fd = None
+
+    def _kill(self) -> None:
+        if self.proc is not None:
+            _proc.kill_tree(self.proc)
+            _proc.reap(self.proc)
+
+    # ------------------------------------------------------------ jobs
+    def run(self, job: Job, plan: dict, retry: bool = True) -> ExecResult:
+        box, limits = self.box, job.limits
+        self.ensure(limits.scratch_mb)
+        spec = dict(plan)
+        spec["env"] = job_env(job)
+        spec["files"] = [
+            [_validate_rel(p), base64.b64encode(_as_bytes(c)).decode()] for p, c in job.files.items()
+        ]
+        spec["rlimits"] = box.job_rlimits(limits)
+        owned = [_proc.memfd_with(json.dumps(spec).encode(), "spec"), _proc.memfd_with(job.stdin, "stdin")]
+        out_r, out_w = _proc.pipe()
+        err_r, err_w = _proc.pipe()
+        owned += [out_w, err_w]
+        reads = {"stdout": out_r, "stderr": err_r}
+        if job.channel:
+            chan_r, chan_w = _proc.pipe()
+            owned.append(chan_w)
+            reads["channel"] = chan_r
+        memory = limits.memory_mb + limits.scratch_mb + box.config.worker_overhead_mb
+        oom0, pids0 = box._prepare_slot(self.slot, limits, memory, extra_pids=self.extra_pids)
+        cap = _proc.Capture(reads, limits.output_bytes)
+        reply: dict = {}
+
+        def on_reply() -> bool:
+            try:
+                data = self.sock.recv(65536)
+            except OSError:
+                data = b""
+            reply.update(json.loads(data) if data else {"dead": True})
+            return True
+
+        t0 = time.monotonic()
+        try:
+            try:
+                self.sock.sendmsg([b"job"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", owned))])
+            except OSError:
+                reply["dead"] = True
+        finally:
+            for fd in owned:
+                os.close(fd)
+        try:
+            reason = "done" if reply else cap.pump(t0 + limits.wall_time_s, self.sock.fileno(), on_reply)
+            wall = time.monotonic() - t0
+            if reason != "done" or reply.get("dead") or reply.get("recycle") or "status" not in reply:
+                box.stats["worker_recycles"] += 1
+                self.stop()  # kills the whole sandbox: nothing of this job survives
+                cap.drain()
+        finally:
+            cap.close()
+        oom = self.slot is not None and self.slot.version != "none" and self.slot.counters(True)[0] > oom0
+        if reason == "done" and "status" not in reply and not oom:
+            if retry and not reply.get("error"):
+                return self.run(job, plan, retry=False)
+            raise SandboxError(f"warm worker failed: {reply.get('error') or self.stderr_tail()!r}")
+        if "status" in reply:
+            code = os.waitstatus_to_exitcode(reply["status"])
+            exit_code, sig = (code, None) if code >= 0 else (None, -code)
+        else:  # killed by us (limit) or by the OOM killer together with its worker
+            exit_code, sig = None, 9
+        return box._result(cap, self.slot, reason, exit_code, sig, oom0, pids0, wall,
+                           cpu=reply.get("cpu", 0.0), cpu_limit=limits.cpu_time_s,
+                           peak=reply.get("maxrss_kb", 0) / 1024 or None, sweep=False)
+
+
+def _worker_rlimits() -> set[int]:
+    r = _proc.resource
+    return {r.RLIMIT_CORE, r.RLIMIT_MSGQUEUE, r.RLIMIT_NOFILE}

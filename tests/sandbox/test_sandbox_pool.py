@@ -1,0 +1,123 @@
+"""Warm-pool specifics: worker integrity, no state between jobs, recycling, replacement, back-pressure."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from sandbox_helpers import SUM, assert_healthy, py
+
+from sandbox import LimitHit
+from sandbox.bwrap import BwrapConfig, BwrapSandbox
+from sandbox.core import Job
+from sandbox.pool import python_plan
+
+
+@pytest.fixture(scope="module")
+def pool():
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap not installed")
+    box = BwrapSandbox(BwrapConfig(slots=1, warm_pool=True))
+    yield box
+    box.close_sync()
+
+
+def test_python_commands_route_to_pool():
+    assert python_plan(("python3", "main.py", "a"), "/usr/bin/python3")["mode"] == "file"
+    assert python_plan(("python3", "-u", "-c", "x"), "/usr/bin/python3")["unbuffered"] is True
+    assert python_plan(("python3", "-m", "m"), "/usr/bin/python3")["mode"] == "module"
+    assert python_plan(("python3", "-X", "dev", "m.py"), "/usr/bin/python3") is None  # unknown flag: one-shot
+    assert python_plan(("sh", "-c", "x"), "/usr/bin/python3") is None
+
+
+def test_jobs_run_in_the_warm_worker(pool):
+    starts = pool.stats["worker_starts"]
+    for _ in range(3):
+        assert_healthy(pool)
+    assert pool.stats["worker_starts"] == max(starts, 1)
+    assert pool.stats["pool_jobs"] >= 3
+
+
+def test_worker_survives_kill_and_ptrace_attempts(pool):
+    assert_healthy(pool)
+    starts = pool.stats["worker_starts"]
+    code = (
+        "import os, signal, glob\n"
+        "print(os.getppid())\n"
+        "for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT):\n"
+        "    os.kill(1, sig)\n"
+        "opened = []\n"
+        "for fd in glob.glob('/proc/1/fd/*'):\n"
+        "    try:\n        os.close(os.open(fd, os.O_RDWR)); opened.append(fd)\n"
+        "    except OSError:\n        pass\n"
+        "for p in ('/proc/1/mem', '/proc/1/environ'):\n"
+        "    try:\n        open(p, 'rb').read(1); opened.append(p)\n    except OSError:\n        pass\n"
+        "print(opened)\n"
+    )
+    res = pool.run_sync(py(code))
+    assert res.stdout == b"1\n[]\n", res  # parent is the worker, unreachable
+    assert_healthy(pool)
+    assert pool.stats["worker_starts"] == starts  # the same worker kept serving
+
+
+def test_no_state_leaks_between_jobs(pool):
+    first = py(
+        "import json, os, sys\n"
+        "open('/tmp/leak', 'w').write('x'); open('/dev/shm/leak', 'w').write('x')\n"
+        "os.mkdir('/tmp/locked'); open('/tmp/locked/f', 'w').write('x'); os.chmod('/tmp/locked', 0)\n"
+        "json.dumps = lambda *a, **k: 'PATCHED'\n"
+        "sys.modules['secret_state'] = 'left behind'\n"
+    )
+    assert pool.run_sync(first).ok
+    second = py(
+        "import json, os, sys\n"
+        "print(sorted(os.listdir('/tmp')), os.listdir('/dev/shm'), json.dumps(1),\n"
+        "      'secret_state' in sys.modules)\n"
+    )
+    res = pool.run_sync(second)
+    assert res.stdout == b"['main.py'] [] 1 False\n", res
+
+
+def test_sysv_ipc_left_behind_recycles_worker(pool):
+    assert_healthy(pool)
+    recycles = pool.stats["worker_recycles"]
+    code = "import ctypes\nprint(ctypes.CDLL(None).shmget(0, 4096, 0o1600) >= 0)\n"  # IPC_PRIVATE|IPC_CREAT
+    res = pool.run_sync(py(code))
+    assert res.stdout == b"True\n", res
+    assert pool.stats["worker_recycles"] == recycles + 1
+    res = pool.run_sync(py("print(len(open('/proc/sysvipc/shm').read().splitlines()))"))
+    assert res.stdout == b"1\n", res  # header only: the segment did not reach the next job
+
+
+def test_limit_hit_recycles_and_next_job_is_correct(pool):
+    recycles = pool.stats["worker_recycles"]
+    res = pool.run_sync(py("while True:\n    pass", wall_time_s=0.5))
+    assert res.limit_hit is LimitHit.WALL_TIME
+    assert pool.stats["worker_recycles"] == recycles + 1
+    assert_healthy(pool)
+
+
+def test_dead_worker_is_replaced(pool):
+    assert_healthy(pool)
+    worker = pool._workers[0]
+    starts = pool.stats["worker_starts"]
+    worker.proc.kill()  # the worker dies between jobs (host-side accident)
+    worker.proc.wait()
+    assert_healthy(pool)
+    assert pool.stats["worker_starts"] == starts + 1
+
+
+async def test_bounded_concurrency_and_backpressure():
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap not installed")
+    import asyncio
+
+    box = BwrapSandbox(BwrapConfig(slots=2, warm_pool=True))
+    try:
+        jobs = [Job(command=("python3", "main.py"), files={"main.py": SUM}, stdin=f"{i} 1".encode())
+                for i in range(12)]
+        results = await asyncio.gather(*(box.run(j) for j in jobs))
+        assert [r.stdout for r in results] == [f"{i + 1}\n".encode() for i in range(12)]
+        assert len(box._workers) == 2 and box.stats["worker_starts"] == 2  # never more than `slots`
+    finally:
+        await box.close()
