@@ -64,8 +64,12 @@ class HostPool:
     """Unsandboxed fork-server workers (the pool baseline). Runs as the current user, no isolation."""
 
     def __init__(self, n: int):
-        self.procs = [subprocess.Popen([PYTHON, "-I", "-c", HOST_WORKER], stdin=subprocess.PIPE,
-                                       stdout=subprocess.PIPE, text=True) for _ in range(n)]
+        self.procs = [
+            subprocess.Popen(
+                [PYTHON, "-I", "-c", HOST_WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            )
+            for _ in range(n)
+        ]
         self.free = list(self.procs)
         self.lock = threading.Lock()
 
@@ -96,10 +100,30 @@ DOCKER = "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else "docker"
 
 
 def docker_run(code: str) -> bool:
-    argv = [DOCKER, "run", "--rm", "-i", "--network=none", "--read-only", "--tmpfs", "/tmp:size=64m",
-            "--memory=512m", "--pids-limit=64", "--cap-drop=ALL", "--security-opt=no-new-privileges",
-            "--user", "65534:65534", "--log-driver=none", "-v", "/usr:/usr:ro", "rlvr-sandbox:local",
-            PYTHON, "-I", "-c", code]
+    argv = [
+        DOCKER,
+        "run",
+        "--rm",
+        "-i",
+        "--network=none",
+        "--read-only",
+        "--tmpfs",
+        "/tmp:size=64m",
+        "--memory=512m",
+        "--pids-limit=64",
+        "--cap-drop=ALL",
+        "--security-opt=no-new-privileges",
+        "--user",
+        "65534:65534",
+        "--log-driver=none",
+        "-v",
+        "/usr:/usr:ro",
+        "rlvr-sandbox:local",
+        PYTHON,
+        "-I",
+        "-c",
+        code,
+    ]
     p = subprocess.run(argv, capture_output=True)
     return p.returncode == 0 and p.stdout == b"ok\n"
 
@@ -148,9 +172,16 @@ def measure(modes: dict, counts: dict, rounds: int) -> dict:
                 assert all(ex.map(one, range(n_conc))), "wrong verdict under concurrency"
             busy[m] += time.perf_counter() - t0
             done[m] += n_conc
-    return {m: {"p50": statistics.median(lat[m]), "p99": _pct(lat[m], 0.99),
-                "c_p50": statistics.median(conc_lat[m]), "c_p99": _pct(conc_lat[m], 0.99),
-                "jobs_s": done[m] / busy[m]} for m in modes}
+    return {
+        m: {
+            "p50": statistics.median(lat[m]),
+            "p99": _pct(lat[m], 0.99),
+            "c_p50": statistics.median(conc_lat[m]),
+            "c_p99": _pct(conc_lat[m], 0.99),
+            "jobs_s": done[m] / busy[m],
+        }
+        for m in modes
+    }
 
 
 def main() -> int:
@@ -164,8 +195,12 @@ def main() -> int:
     oneshot = BwrapSandbox(BwrapConfig(slots=2, warm_pool=False))
     pool = BwrapSandbox(BwrapConfig(slots=2, warm_pool=True))
     modes = {"bare": bare, "host_pool": hp.run, "bwrap": sandboxed(oneshot), "bwrap_pool": sandboxed(pool)}
-    counts = {"bare": (n // 4, n // 2), "host_pool": (n // 2, n), "bwrap": (n // 4, n // 2),
-              "bwrap_pool": (n // 2, n)}
+    counts = {
+        "bare": (n // 4, n // 2),
+        "host_pool": (n // 2, n),
+        "bwrap": (n // 4, n // 2),
+        "bwrap_pool": (n // 2, n),
+    }
     skipped, dbox = [], None
     try:
         dbox = DockerSandbox(DockerConfig(slots=2))
@@ -184,15 +219,19 @@ def main() -> int:
             dbox.close_sync()
 
     load = os.getloadavg()[0]
-    print(f"sandbox_bench: trivial solution + 5 asserts, 2 workers, cpus={os.cpu_count()}, "
-          f"load avg {load:.1f}")
-    print(f"{'mode':12s} {'p50 ms':>8s} {'p99 ms':>8s} {'2w p50':>8s} {'2w p99':>8s} {'jobs/s':>8s} "
-          f"{'p50/bare':>9s} {'tput/bare':>10s} {'p50/hpool':>10s}")
+    print(
+        f"sandbox_bench: trivial solution + 5 asserts, 2 workers, cpus={os.cpu_count()}, load avg {load:.1f}"
+    )
+    print(
+        f"{'mode':12s} {'p50 ms':>8s} {'p99 ms':>8s} {'2w p50':>8s} {'2w p99':>8s} {'jobs/s':>8s} "
+        f"{'p50/bare':>9s} {'tput/bare':>10s} {'p50/hpool':>10s}"
+    )
     b, hpool = results["bare"], results["host_pool"]
     for mode, r in results.items():
         lat = f"{r['p50']:8.1f} {r['p99']:8.1f} {r['c_p50']:8.1f} {r['c_p99']:8.1f} {r['jobs_s']:8.1f}"
-        ratios = (f"{r['p50'] / b['p50']:8.2f}x {r['jobs_s'] / b['jobs_s']:9.2f}x "
-                  f"{r['p50'] / hpool['p50']:9.2f}x")
+        ratios = (
+            f"{r['p50'] / b['p50']:8.2f}x {r['jobs_s'] / b['jobs_s']:9.2f}x {r['p50'] / hpool['p50']:9.2f}x"
+        )
         print(f"{mode:12s} {lat} {ratios}")
     for why in skipped:
         print(f"skipped {why}")

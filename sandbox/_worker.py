@@ -75,16 +75,24 @@ def _write_files(files):
 
 
 def _stdio(unbuffered):
-    sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)),
-                                                 encoding="utf-8", errors="strict")
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(
+        io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8", errors="strict"
+    )
     out = io.FileIO(1, "w", closefd=False)
     sys.stdout = sys.__stdout__ = io.TextIOWrapper(
-        out if unbuffered else io.BufferedWriter(out), encoding="utf-8", errors="strict",
-        write_through=unbuffered)
+        out if unbuffered else io.BufferedWriter(out),
+        encoding="utf-8",
+        errors="strict",
+        write_through=unbuffered,
+    )
     err = io.FileIO(2, "w", closefd=False)
     sys.stderr = sys.__stderr__ = io.TextIOWrapper(
-        err if unbuffered else io.BufferedWriter(err), encoding="utf-8", errors="backslashreplace",
-        line_buffering=True, write_through=unbuffered)
+        err if unbuffered else io.BufferedWriter(err),
+        encoding="utf-8",
+        errors="backslashreplace",
+        line_buffering=True,
+        write_through=unbuffered,
+    )
 
 
 def _exit_code(exc):
@@ -168,6 +176,7 @@ def _child(spec, fds):
 
             def run():
                 runpy._run_module_as_main(target, alter_argv=True)
+
         try:
             run()
             code = 0
@@ -291,8 +300,15 @@ def main(argv):
         _, status, ru = os.wait4(pid, 0)
         _sweep()
         clean = _ipc_clean()
-        _send(ctrl, {"status": status, "cpu": ru.ru_utime + ru.ru_stime, "maxrss_kb": ru.ru_maxrss,
-                     "recycle": not clean})
+        _send(
+            ctrl,
+            {
+                "status": status,
+                "cpu": ru.ru_utime + ru.ru_stime,
+                "maxrss_kb": ru.ru_maxrss,
+                "recycle": not clean,
+            },
+        )
         # Off the host's critical path; the next job is read only after this. If the scratch cannot
         # be emptied we exit, and the host retries that next job on a fresh worker.
         if not (clean and _wipe(SCRATCH) and _wipe(SHM)):

@@ -43,9 +43,35 @@ BASE_ENV = {
     "PYTHONDONTWRITEBYTECODE": "1",
 }
 PRELOAD = (
-    "abc", "array", "ast", "bisect", "collections", "contextlib", "copy", "dataclasses", "decimal",
-    "enum", "fractions", "functools", "heapq", "io", "itertools", "json", "math", "operator", "random",
-    "re", "runpy", "statistics", "string", "sys", "textwrap", "threading", "traceback", "types", "typing",
+    "abc",
+    "array",
+    "ast",
+    "bisect",
+    "collections",
+    "contextlib",
+    "copy",
+    "dataclasses",
+    "decimal",
+    "enum",
+    "fractions",
+    "functools",
+    "heapq",
+    "io",
+    "itertools",
+    "json",
+    "math",
+    "operator",
+    "random",
+    "re",
+    "runpy",
+    "statistics",
+    "string",
+    "sys",
+    "textwrap",
+    "threading",
+    "traceback",
+    "types",
+    "typing",
 )
 
 
@@ -86,8 +112,15 @@ def job_env(job: Job) -> dict[str, str]:
 
 
 def classify(
-    reason: str, exit_code: int | None, sig: int | None, stderr: bytes, oom: bool, pids_hit: bool,
-    cpu_s: float = 0.0, cpu_limit_s: float = float("inf"), wall_s: float = 0.0,
+    reason: str,
+    exit_code: int | None,
+    sig: int | None,
+    stderr: bytes,
+    oom: bool,
+    pids_hit: bool,
+    cpu_s: float = 0.0,
+    cpu_limit_s: float = float("inf"),
+    wall_s: float = 0.0,
 ) -> LimitHit:
     """Which limit ended the job. Exit codes and signals decide; stderr only names the errno."""
     if reason == "timeout":
@@ -380,8 +413,16 @@ class BwrapSandbox(SlotResults):
             raise SandboxError(f"bwrap failed to start the job: {bytes(cap.data['stderr'][-500:])!r}")
         exit_code, sig = _proc.decode_status(code)
         return self._result(
-            cap, slot, reason, exit_code, sig, oom0, pids0, wall,
-            cpu=(ru.ru_utime + ru.ru_stime) if ru else 0.0, cpu_limit=limits.cpu_time_s,
+            cap,
+            slot,
+            reason,
+            exit_code,
+            sig,
+            oom0,
+            pids0,
+            wall,
+            cpu=(ru.ru_utime + ru.ru_stime) if ru else 0.0,
+            cpu_limit=limits.cpu_time_s,
             peak=(ru.ru_maxrss / 1024) if ru else None,
         )
 

@@ -261,8 +261,13 @@ class DockerSandbox(SlotResults):
         self.stats["jobs"] += 1
         plan = python_plan(job.command, self.config.python)
         if plan is None:
-            plan = {"mode": "exec", "target": job.command[0], "args": list(job.command),
-                    "unbuffered": False, "isolated": False}
+            plan = {
+                "mode": "exec",
+                "target": job.command[0],
+                "args": list(job.command),
+                "unbuffered": False,
+                "isolated": False,
+            }
         self.stats["pool_jobs"] += 1
         return self._local.worker.run(job, plan)
 

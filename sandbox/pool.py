@@ -206,9 +206,20 @@ class Worker:
             exit_code, sig = (code, None) if code >= 0 else (None, -code)
         else:  # killed by us (limit) or by the OOM killer together with its worker
             exit_code, sig = None, 9
-        return box._result(cap, self.slot, reason, exit_code, sig, oom0, pids0, wall,
-                           cpu=reply.get("cpu", 0.0), cpu_limit=limits.cpu_time_s,
-                           peak=reply.get("maxrss_kb", 0) / 1024 or None, sweep=False)
+        return box._result(
+            cap,
+            self.slot,
+            reason,
+            exit_code,
+            sig,
+            oom0,
+            pids0,
+            wall,
+            cpu=reply.get("cpu", 0.0),
+            cpu_limit=limits.cpu_time_s,
+            peak=reply.get("maxrss_kb", 0) / 1024 or None,
+            sweep=False,
+        )
 
 
 def _worker_rlimits() -> set[int]:

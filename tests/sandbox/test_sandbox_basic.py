@@ -27,9 +27,13 @@ def test_uncaught_exception_is_exit_1_with_traceback(sb):
 
 
 def test_files_dirs_and_cwd(sb):
-    job = Job(command=("python3", "main.py", "a1"),
-              files={"main.py": "import sys,os\nprint(open('d/e/in.txt').read(), sys.argv[1:], os.getcwd())",
-                     "d/e/in.txt": b"payload"})
+    job = Job(
+        command=("python3", "main.py", "a1"),
+        files={
+            "main.py": "import sys,os\nprint(open('d/e/in.txt').read(), sys.argv[1:], os.getcwd())",
+            "d/e/in.txt": b"payload",
+        },
+    )
     res = sb.run_sync(job)
     assert res.stdout == b"payload ['a1'] /tmp\n", res
 

@@ -79,8 +79,9 @@ def pool():
 
 
 def _ours(box) -> list:
-    return box.client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={socket.gethostname()}:"
-                                                          f"{__import__('os').getpid()}"})
+    return box.client.containers.list(
+        all=True, filters={"label": f"{OWNER_LABEL}={socket.gethostname()}:{__import__('os').getpid()}"}
+    )
 
 
 def test_wedged_container_is_replaced(pool):
@@ -100,7 +101,10 @@ def test_close_removes_every_container_and_sweep_finds_orphans():
     box.close_sync()
     assert _ours(box) == []
     # a container left by a crashed owner (dead pid on this host) is swept
-    orphan = client.containers.create("rlvr-sandbox:local", ["/usr/bin/true"],
-                                      labels={LABEL: "1", OWNER_LABEL: f"{socket.gethostname()}:999999"})
+    orphan = client.containers.create(
+        "rlvr-sandbox:local",
+        ["/usr/bin/true"],
+        labels={LABEL: "1", OWNER_LABEL: f"{socket.gethostname()}:999999"},
+    )
     assert sweep_containers(client) >= 1
     assert orphan.id not in [c.id for c in client.containers.list(all=True, filters={"label": LABEL})]

@@ -100,8 +100,9 @@ def test_bounded_fork_bomb_is_capped_by_pids(sb):
 
 
 def test_memory_bomb(sb):
-    res = sb.run_sync(py("b = []\nfor i in range(64):\n    b.append(bytearray(16 << 20))\nprint('ALL')",
-                         memory_mb=128))
+    res = sb.run_sync(
+        py("b = []\nfor i in range(64):\n    b.append(bytearray(16 << 20))\nprint('ALL')", memory_mb=128)
+    )
     assert b"ALL" not in res.stdout and res.limit_hit is LimitHit.MEMORY, res
     assert_healthy(sb)
 
@@ -128,8 +129,14 @@ def test_output_flood_capped(sb):
 
 
 def test_stderr_and_channel_floods_capped(sb):
-    res = sb.run_sync(py("import os\nfor i in range(2048):\n    os.write(3, b'y' * (1 << 20))",
-                         channel=True, output_bytes=4096, wall_time_s=20))
+    res = sb.run_sync(
+        py(
+            "import os\nfor i in range(2048):\n    os.write(3, b'y' * (1 << 20))",
+            channel=True,
+            output_bytes=4096,
+            wall_time_s=20,
+        )
+    )
     assert res.limit_hit is LimitHit.OUTPUT and res.channel_truncated and len(res.channel) == 4096
     res = sb.run_sync(py("import sys\nwhile True:\n    sys.stderr.write('e' * 65536)", output_bytes=4096))
     assert res.limit_hit is LimitHit.OUTPUT and res.stderr_truncated and len(res.stderr) == 4096
@@ -163,8 +170,15 @@ def test_file_size_limit(sb):
 def test_host_files_invisible_and_unwritable(sb, tmp_path):
     canary = tmp_path / "canary.txt"
     canary.write_text("original")
-    targets = [str(canary), "/etc/shadow", "/etc/sudoers", str(Path.home() / ".bashrc"),
-               str(PROJECT / "pyproject.toml"), "/root", str(PROJECT)]
+    targets = [
+        str(canary),
+        "/etc/shadow",
+        "/etc/sudoers",
+        str(Path.home() / ".bashrc"),
+        str(PROJECT / "pyproject.toml"),
+        "/root",
+        str(PROJECT),
+    ]
     code = (
         "import os\n"
         f"for p in {targets!r}:\n"
@@ -205,8 +219,10 @@ def test_symlink_tricks(sb, tmp_path):
 
 def test_jobs_cannot_see_each_other(sb):
     marker = "rlvr-writer-marker-4410"
-    code = ("import os\nopen('secret-a', 'w').write('A')\n"
-            f"os.execvp('sh', ['sh', '-c', 'sleep 60; :', {marker!r}])")
+    code = (
+        "import os\nopen('secret-a', 'w').write('A')\n"
+        f"os.execvp('sh', ['sh', '-c', 'sleep 60; :', {marker!r}])"
+    )
     writer = py(code, wall_time_s=3)
     reader = py(
         "import os\nhits = []\n"

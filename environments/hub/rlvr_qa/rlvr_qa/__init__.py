@@ -1,4 +1,4 @@
-"""Prime Environments Hub / Verifiers front door for rlvr-envs' QA environment."""
+"""Prime Environments Hub / Verifiers front door for rlvr-envs' qa environment."""
 
 from environments.qa_env import load_environment
 
