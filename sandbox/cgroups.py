@@ -103,6 +103,8 @@ class Slot:
     index: int
     version: str
     dirs: dict[str, Path] = field(default_factory=dict)
+    holds_thread: bool = True  # v1: our launcher thread sits in it (counts against pids.max)
+    _counters: tuple[int, int] | None = None  # (oom kills, pids.max refusals) after the last job
     _memory_mb: int | None = None
     _pids: int | None = None
 
@@ -132,13 +134,16 @@ class Slot:
 
     def oom_kills(self) -> int:
         """Monotonic count of OOM kills (or limit failures) in this slot."""
-        if self.version == "v1":
-            text = (self.dirs["memory"] / "memory.oom_control").read_text()
-            m = re.search(r"oom_kill (\d+)", text)
-            if m:
-                return int(m.group(1))
-            return int((self.dirs["memory"] / "memory.failcnt").read_text())
-        text = (self.dirs["unified"] / "memory.events").read_text()
+        try:
+            if self.version == "v1":
+                text = (self.dirs["memory"] / "memory.oom_control").read_text()
+                m = re.search(r"oom_kill (\d+)", text)
+                if m:
+                    return int(m.group(1))
+                return int((self.dirs["memory"] / "memory.failcnt").read_text())
+            text = (self.dirs["unified"] / "memory.events").read_text()
+        except OSError:  # the cgroup is gone (its container died)
+            return 0
         m = re.search(r"oom_kill (\d+)", text)
         return int(m.group(1)) if m else 0
 
@@ -150,6 +155,13 @@ class Slot:
         except OSError:
             return 0
         return int(m.group(1)) if m else 0
+
+    def counters(self, refresh: bool = False) -> tuple[int, int]:
+        """(oom kills, pids.max refusals). Cached between jobs: the value after job N is the value
+        before job N+1, so each job costs two reads, not four."""
+        if refresh or self._counters is None:
+            self._counters = (self.oom_kills(), self.pids_events())
+        return self._counters
 
     def reset_peak(self) -> None:
         if self.version == "v1":

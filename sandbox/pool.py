@@ -62,6 +62,8 @@ def python_plan(command: tuple[str, ...], python: str) -> dict | None:
 class Worker:
     """One warm worker bound to one slot thread (never shared between threads)."""
 
+    extra_pids = 2  # processes in the slot besides the job: the launcher (bwrap) and the worker
+
     def __init__(self, box: BwrapSandbox, slot: Slot | None):
         self.box = box
         self.slot = slot
@@ -81,35 +83,49 @@ class Worker:
         self._start(scratch_mb)
 
     def _start(self, scratch_mb: int) -> None:
+        host = self._launch(scratch_mb)
+        self.sock, self.scratch_mb = host, scratch_mb
+        self.box.stats["worker_starts"] += 1
+        ready, _, _ = select.select([host], [], [], START_TIMEOUT_S)
+        try:
+            msg = host.recv(4096) if ready else b""
+        except OSError:
+            msg = b""
+        if not msg or not json.loads(msg).get("ready"):
+            why = self.stderr_tail()
+            self.stop()
+            raise SandboxError(f"warm worker failed to start: {why!r}")
+
+    def _launch(self, scratch_mb: int) -> socket.socket:
+        """Start `bwrap ... python3 -I worker.py 3` in this slot; return the host end of its socket."""
         box = self.box
         cfg = box.config
         host, inside = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         inside_fd = _proc.high_fd(inside.detach())
-        err_fd = _proc.memfd_with(b"", "worker-stderr")
+        self.err_fd = _proc.memfd_with(b"", "worker-stderr")
         limits = Limits(scratch_mb=scratch_mb)
-        argv = box.bwrap_argv(limits, extra=["--ro-bind", WORKER_SRC, WORKER_DST])
+        sc_fd = box.seccomp_fd()
+        argv = box.bwrap_argv(limits, extra=["--ro-bind", WORKER_SRC, WORKER_DST], seccomp_fd=sc_fd)
         argv += ["--", cfg.python, "-I", WORKER_DST, "3", ",".join(cfg.preload)]
         # the worker keeps no limits a job would need to raise; each job lowers its own after fork
         rl = [(r, v) for r, v in _proc.job_rlimits(limits, None) if r in _worker_rlimits()]
         if box.cgroups is None:
             rl.append((_proc.resource.RLIMIT_NPROC, cfg.slots * (64 + 8)))
-        pre = box.preexec(self.slot, rl, keep=[], channel_w=inside_fd)
+        pre = box.preexec(self.slot, rl, keep=[sc_fd] if sc_fd is not None else [], channel_w=inside_fd)
         if self.slot is not None and self.slot.version != "none":
             self.slot.set_limits(cfg.worker_overhead_mb + scratch_mb + 64, 64)
         null = os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)
         try:
-            self.proc = _proc.spawn(argv, stdin=null, stdout=err_fd, stderr=err_fd, preexec=pre)
+            self.proc = _proc.spawn(argv, stdin=null, stdout=self.err_fd, stderr=self.err_fd, preexec=pre)
+        except BaseException:
+            host.close()
+            raise
         finally:
             os.close(inside_fd)
             os.close(null)
-        self.sock, self.err_fd, self.scratch_mb = host, err_fd, scratch_mb
-        box.stats["worker_starts"] += 1
-        ready, _, _ = select.select([host], [], [], START_TIMEOUT_S)
-        msg = host.recv(4096) if ready else b""
-        if not msg or not json.loads(msg).get("ready"):
-            why = self.stderr_tail()
-            self.stop()
-            raise SandboxError(f"warm worker failed to start: {why!r}")
+            if sc_fd is not None:
+                os.close(sc_fd)
+        return host
 
     def stderr_tail(self) -> bytes:
         if self.err_fd is None:
@@ -118,16 +134,17 @@ class Worker:
         return os.pread(self.err_fd, 2000, max(0, size - 2000))
 
     def stop(self) -> None:
-        if self.proc is not None:
-            if self.sock is not None:
-                self.sock.close()  # a healthy worker exits on EOF; make sure either way
-            _proc.kill_tree(self.proc)
-            _proc.reap(self.proc)
         if self.sock is not None:
-            self.sock.close()
+            self.sock.close()  # a healthy worker exits on EOF; the kill below makes sure
+        self._kill()
         if self.err_fd is not None:
             os.close(self.err_fd)
         self.proc = self.sock = self.err_fd = None
+
+    def _kill(self) -> None:
+        if self.proc is not None:
+            _proc.kill_tree(self.proc)
+            _proc.reap(self.proc)
 
     # ------------------------------------------------------------ jobs
     def run(self, job: Job, plan: dict, retry: bool = True) -> ExecResult:
@@ -138,8 +155,7 @@ class Worker:
         spec["files"] = [
             [_validate_rel(p), base64.b64encode(_as_bytes(c)).decode()] for p, c in job.files.items()
         ]
-        backstop = None if box.cgroups else box.config.slots * (limits.processes + 8)
-        spec["rlimits"] = _proc.job_rlimits(limits, backstop)
+        spec["rlimits"] = box.job_rlimits(limits)
         owned = [_proc.memfd_with(json.dumps(spec).encode(), "spec"), _proc.memfd_with(job.stdin, "stdin")]
         out_r, out_w = _proc.pipe()
         err_r, err_w = _proc.pipe()
@@ -150,7 +166,7 @@ class Worker:
             owned.append(chan_w)
             reads["channel"] = chan_r
         memory = limits.memory_mb + limits.scratch_mb + box.config.worker_overhead_mb
-        oom0, pids0 = box._prepare_slot(self.slot, limits, memory, extra_pids=2)
+        oom0, pids0 = box._prepare_slot(self.slot, limits, memory, extra_pids=self.extra_pids)
         cap = _proc.Capture(reads, limits.output_bytes)
         reply: dict = {}
 
@@ -173,14 +189,14 @@ class Worker:
                 os.close(fd)
         try:
             reason = "done" if reply else cap.pump(t0 + limits.wall_time_s, self.sock.fileno(), on_reply)
+            wall = time.monotonic() - t0
             if reason != "done" or reply.get("dead") or reply.get("recycle") or "status" not in reply:
                 box.stats["worker_recycles"] += 1
                 self.stop()  # kills the whole sandbox: nothing of this job survives
                 cap.drain()
         finally:
             cap.close()
-        wall = time.monotonic() - t0
-        oom = self.slot is not None and self.slot.version != "none" and self.slot.oom_kills() > oom0
+        oom = self.slot is not None and self.slot.version != "none" and self.slot.counters(True)[0] > oom0
         if reason == "done" and "status" not in reply and not oom:
             if retry and not reply.get("error"):
                 return self.run(job, plan, retry=False)
@@ -190,9 +206,20 @@ class Worker:
             exit_code, sig = (code, None) if code >= 0 else (None, -code)
         else:  # killed by us (limit) or by the OOM killer together with its worker
             exit_code, sig = None, 9
-        return box._result(cap, self.slot, reason, exit_code, sig, oom0, pids0, wall,
-                           cpu=reply.get("cpu", 0.0), cpu_limit=limits.cpu_time_s,
-                           peak=reply.get("maxrss_kb", 0) / 1024 or None, sweep=False)
+        return box._result(
+            cap,
+            self.slot,
+            reason,
+            exit_code,
+            sig,
+            oom0,
+            pids0,
+            wall,
+            cpu=reply.get("cpu", 0.0),
+            cpu_limit=limits.cpu_time_s,
+            peak=reply.get("maxrss_kb", 0) / 1024 or None,
+            sweep=False,
+        )
 
 
 def _worker_rlimits() -> set[int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import logging
 from typing import Any
 
@@ -13,30 +14,44 @@ log = logging.getLogger(__name__)
 BACKENDS = ("bwrap", "docker")
 
 
-def _make(name: str, **options: Any) -> Sandbox:
+def _classes(name: str):
     if name == "bwrap":
         from sandbox.bwrap import BwrapConfig, BwrapSandbox
 
-        return BwrapSandbox(BwrapConfig(**options))
+        return BwrapConfig, BwrapSandbox
     if name == "docker":
         from sandbox.docker import DockerConfig, DockerSandbox
 
-        return DockerSandbox(DockerConfig(**options))
+        return DockerConfig, DockerSandbox
     raise ValueError(f"unknown sandbox backend {name!r}; expected 'auto' or one of {BACKENDS}")
+
+
+def _make(name: str, *, strict: bool = True, **options: Any) -> Sandbox:
+    """Build a backend; with strict=False, options its config does not know are ignored ("auto")."""
+    config_cls, sandbox_cls = _classes(name)
+    if not strict:
+        known = {f.name for f in dataclasses.fields(config_cls)}
+        options = {k: v for k, v in options.items() if k in known}
+    return sandbox_cls(config_cls(**options))
 
 
 def get_sandbox(name: str = "auto", **options: Any) -> Sandbox:
     """Build the named backend, or for "auto" the first that works here (bwrap, then docker).
 
-    Raises `SandboxUnavailable` listing why each candidate failed; never falls back to running
-    unsandboxed. The chosen backend's `name` says which one you got (also logged).
+    Options are the fields of `BwrapConfig` / `DockerConfig`; with "auto" each backend takes the
+    ones it knows. Raises `SandboxUnavailable` listing why each candidate failed; never falls back
+    to running unsandboxed. The chosen backend's `name` says which one you got (also logged).
     """
     if name != "auto":
         return _make(name, **options)
+    known = {f.name for b in BACKENDS for f in dataclasses.fields(_classes(b)[0])}
+    unknown = set(options) - known
+    if unknown:
+        raise TypeError(f"unknown sandbox options: {sorted(unknown)}")
     reasons = []
     for candidate in BACKENDS:
         try:
-            sb = _make(candidate, **options)
+            sb = _make(candidate, strict=False, **options)
         except SandboxUnavailable as e:
             reasons.append(f"{candidate}: {e}")
             continue
@@ -59,7 +74,7 @@ def check() -> dict[str, str]:
     out = {}
     for name in BACKENDS:
         try:
-            sb = _make(name, **({"slots": 1} if name == "bwrap" else {"pool_size": 1}))
+            sb = _make(name, slots=1)
         except (SandboxUnavailable, ImportError) as e:
             out[name] = f"unavailable: {e}"
             continue

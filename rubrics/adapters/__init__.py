@@ -1,1 +1,1 @@
-"""Rubrics exported to trainers and frameworks (Verifiers; TRL/veRL to come)."""
+"""Rubrics exported to trainers and frameworks: Verifiers, TRL, veRL (the HTTP server is rubrics/server.py)."""

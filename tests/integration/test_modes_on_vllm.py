@@ -181,3 +181,15 @@ async def test_load_environment_runs_in_verifiers(vllm_server):
                              rollouts_per_example=2)  # fmt: skip
     rewards = out["reward"] if isinstance(out, dict) else out.reward
     assert len(rewards) == 4 and all(r == 0.0 for r in rewards)
+
+
+def test_malformed_config_is_one_line_naming_the_field(vllm_server):
+    result = run_env(QA, "process", vllm_server, "--env.group_size", "abc", timeout=120)
+    last = result.stderr.strip().splitlines()[-1]
+    assert result.returncode != 0 and last.startswith("qa: error: invalid configuration: env.group_size")
+
+
+def test_serve_gives_up_when_no_trainer_registers(vllm_server, run_api):
+    result = run_env(QA, "serve", vllm_server, "--env.rollout_server_url", run_api, "--env.trainer_wait_s", "2",
+                     timeout=120)  # fmt: skip
+    assert result.returncode != 0 and "no trainer registered" in result.stderr

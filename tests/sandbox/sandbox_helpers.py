@@ -9,8 +9,13 @@ SUM = "import sys; print(sum(map(int, sys.stdin.read().split())))"
 
 def py(code: str, stdin: bytes = b"", channel: bool = False, **limits) -> Job:
     """A Python job whose program is main.py in the scratch dir."""
-    return Job(command=("python3", "main.py"), files={"main.py": code}, stdin=stdin, channel=channel,
-               limits=Limits(**limits))
+    return Job(
+        command=("python3", "main.py"),
+        files={"main.py": code},
+        stdin=stdin,
+        channel=channel,
+        limits=Limits(**limits),
+    )
 
 
 def assert_healthy(box) -> None:

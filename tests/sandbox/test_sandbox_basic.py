@@ -14,7 +14,7 @@ from sandbox.__main__ import main as check_main
 def test_stdin_stdout_exit_code(sb):
     res = sb.run_sync(py(SUM, stdin=b"4 5"))
     assert (res.exit_code, res.signal, res.stdout, res.limit_hit) == (0, None, b"9\n", LimitHit.NONE)
-    assert res.backend == "bwrap" and res.ok
+    assert res.backend == sb.name and res.ok
     res = sb.run_sync(py("import sys; sys.stderr.write('boom'); sys.exit(3)"))
     assert (res.exit_code, res.stderr, res.ok) == (3, b"boom", False)
 
@@ -27,9 +27,13 @@ def test_uncaught_exception_is_exit_1_with_traceback(sb):
 
 
 def test_files_dirs_and_cwd(sb):
-    job = Job(command=("python3", "main.py", "a1"),
-              files={"main.py": "import sys,os\nprint(open('d/e/in.txt').read(), sys.argv[1:], os.getcwd())",
-                     "d/e/in.txt": b"payload"})
+    job = Job(
+        command=("python3", "main.py", "a1"),
+        files={
+            "main.py": "import sys,os\nprint(open('d/e/in.txt').read(), sys.argv[1:], os.getcwd())",
+            "d/e/in.txt": b"payload",
+        },
+    )
     res = sb.run_sync(job)
     assert res.stdout == b"payload ['a1'] /tmp\n", res
 
@@ -98,3 +102,16 @@ def test_check_command_reports(capsys):
     out = capsys.readouterr().out
     assert rc == 0 and "bwrap   ok" in out
     assert "docker" in out
+
+
+def test_unavailable_backends_say_why_and_never_run_unsandboxed():
+    from sandbox import SandboxUnavailable
+    from sandbox.bwrap import BwrapConfig, BwrapSandbox
+    from sandbox.docker import DockerConfig, DockerSandbox
+
+    with pytest.raises(SandboxUnavailable, match="bubblewrap not found"):
+        BwrapSandbox(BwrapConfig(bwrap="/nonexistent/bwrap"))
+    with pytest.raises(SandboxUnavailable, match="no Docker engine answers"):
+        DockerSandbox(DockerConfig(base_url="unix:///nonexistent/docker.sock"))
+    with pytest.raises(SandboxUnavailable, match="bwrap: .*docker: "):
+        get_sandbox("auto", bwrap="/nonexistent/bwrap", base_url="unix:///nonexistent/docker.sock")

@@ -114,8 +114,10 @@ async def test_bounded_concurrency_and_backpressure():
 
     box = BwrapSandbox(BwrapConfig(slots=2, warm_pool=True))
     try:
-        jobs = [Job(command=("python3", "main.py"), files={"main.py": SUM}, stdin=f"{i} 1".encode())
-                for i in range(12)]
+        jobs = [
+            Job(command=("python3", "main.py"), files={"main.py": SUM}, stdin=f"{i} 1".encode())
+            for i in range(12)
+        ]
         results = await asyncio.gather(*(box.run(j) for j in jobs))
         assert [r.stdout for r in results] == [f"{i + 1}\n".encode() for i in range(12)]
         assert len(box._workers) == 2 and box.stats["worker_starts"] == 2  # never more than `slots`

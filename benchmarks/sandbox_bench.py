@@ -1,0 +1,250 @@
+"""Sandbox per-job overhead: trivial solution + 5 asserts, sequential and with 2 concurrent workers.
+
+Modes (all measured in the same run, ratios against the baselines printed at the end):
+  bare        subprocess `python3 -I -c HARNESS` per job, no isolation (baseline)
+  host_pool   unsandboxed warm fork-server (2 workers), no isolation (pool baseline)
+  bwrap       one-shot bubblewrap sandbox per job (BwrapSandbox, warm_pool=False)
+  bwrap_pool  bubblewrap warm pool (BwrapSandbox, warm_pool=True)
+  docker_run  `docker run --rm -i` per job (network none, read-only, non-root, limits) (docker baseline)
+  docker_pool Docker warm pool (DockerSandbox)
+Docker modes need a running engine and the local image (scripts/ci_host_setup.sh); else they are skipped.
+
+Usage: python benchmarks/sandbox_bench.py [--jobs N] [--docker-jobs M]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sandbox.bwrap import BwrapConfig, BwrapSandbox  # noqa: E402
+from sandbox.core import Job, SandboxUnavailable  # noqa: E402
+from sandbox.docker import DockerConfig, DockerSandbox  # noqa: E402
+
+SOLUTION = "def add(a, b):\n    return a + b\n"
+TESTS = "".join(f"assert add({i}, {i + 1}) == {2 * i + 1}\n" for i in range(5))
+PROGRAM = SOLUTION + TESTS + "print('ok')\n"
+PYTHON = "/usr/bin/python3"  # the interpreter the sandboxes run, so every mode pays the same start-up
+
+HOST_WORKER = r"""
+import json, os, sys
+for line in sys.stdin:
+    code = json.loads(line)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r); os.dup2(w, 1)
+        try:
+            exec(compile(code, "<job>", "exec"), {"__name__": "__main__"})
+            sys.stdout.flush(); os._exit(0)
+        except BaseException:
+            os._exit(1)
+    os.close(w)
+    out = b""
+    while chunk := os.read(r, 65536):
+        out += chunk
+    os.close(r)
+    _, st = os.waitpid(pid, 0)
+    sys.stdout.write(json.dumps({"rc": os.waitstatus_to_exitcode(st), "out": out.decode()}) + "\n")
+    sys.stdout.flush()
+"""
+
+
+class HostPool:
+    """Unsandboxed fork-server workers (the pool baseline). Runs as the current user, no isolation."""
+
+    def __init__(self, n: int):
+        self.procs = [
+            subprocess.Popen(
+                [PYTHON, "-I", "-c", HOST_WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            )
+            for _ in range(n)
+        ]
+        self.free = list(self.procs)
+        self.lock = threading.Lock()
+
+    def run(self, code: str) -> bool:
+        with self.lock:
+            p = self.free.pop()
+        try:
+            p.stdin.write(json.dumps(code) + "\n")
+            p.stdin.flush()
+            res = json.loads(p.stdout.readline())
+            return res["rc"] == 0 and res["out"] == "ok\n"
+        finally:
+            with self.lock:
+                self.free.append(p)
+
+    def close(self) -> None:
+        for p in self.procs:
+            p.stdin.close()
+            p.wait()
+
+
+def bare(code: str) -> bool:
+    p = subprocess.run([PYTHON, "-I", "-c", code], capture_output=True, start_new_session=True)
+    return p.returncode == 0 and p.stdout == b"ok\n"
+
+
+DOCKER = "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else "docker"
+
+
+def docker_run(code: str) -> bool:
+    argv = [
+        DOCKER,
+        "run",
+        "--rm",
+        "-i",
+        "--network=none",
+        "--read-only",
+        "--tmpfs",
+        "/tmp:size=64m",
+        "--memory=512m",
+        "--pids-limit=64",
+        "--cap-drop=ALL",
+        "--security-opt=no-new-privileges",
+        "--user",
+        "65534:65534",
+        "--log-driver=none",
+        "-v",
+        "/usr:/usr:ro",
+        "rlvr-sandbox:local",
+        PYTHON,
+        "-I",
+        "-c",
+        code,
+    ]
+    p = subprocess.run(argv, capture_output=True)
+    return p.returncode == 0 and p.stdout == b"ok\n"
+
+
+def sandboxed(box):
+    job = Job(command=("python3", "main.py"), files={"main.py": PROGRAM})
+
+    def run(_code: str) -> bool:
+        res = box.run_sync(job)
+        return res.ok and res.stdout == b"ok\n"
+
+    return run
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def measure(modes: dict, counts: dict, rounds: int) -> dict:
+    """Interleaved rounds: every mode runs its share of sequential jobs, then a burst of concurrent jobs
+    on 2 threads, round after round, so that all modes see the same background load."""
+    lat = {m: [] for m in modes}
+    conc_lat = {m: [] for m in modes}
+    busy = dict.fromkeys(modes, 0.0)
+    done = dict.fromkeys(modes, 0)
+    for fn in modes.values():  # warm-up
+        for _ in range(2):
+            assert fn(PROGRAM), "wrong verdict during warm-up"
+    for _ in range(rounds):
+        for m, fn in modes.items():
+            n_seq, n_conc = (max(1, c // rounds) for c in counts[m])
+            for _ in range(n_seq):
+                t = time.perf_counter()
+                assert fn(PROGRAM), "wrong verdict"
+                lat[m].append((time.perf_counter() - t) * 1000)
+
+            def one(_, fn=fn, m=m):
+                t = time.perf_counter()
+                ok = fn(PROGRAM)
+                conc_lat[m].append((time.perf_counter() - t) * 1000)
+                return ok
+
+            t0 = time.perf_counter()
+            with ThreadPoolExecutor(2) as ex:
+                assert all(ex.map(one, range(n_conc))), "wrong verdict under concurrency"
+            busy[m] += time.perf_counter() - t0
+            done[m] += n_conc
+    return {
+        m: {
+            "p50": statistics.median(lat[m]),
+            "p99": _pct(lat[m], 0.99),
+            "c_p50": statistics.median(conc_lat[m]),
+            "c_p99": _pct(conc_lat[m], 0.99),
+            "jobs_s": done[m] / busy[m],
+        }
+        for m in modes
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", type=int, default=100, help="concurrent jobs per fast mode (sequential = half)")
+    ap.add_argument("--docker-jobs", type=int, default=16, help="concurrent jobs for docker_run")
+    ap.add_argument("--rounds", type=int, default=4)
+    args = ap.parse_args()
+    n, nd = args.jobs, args.docker_jobs
+    hp = HostPool(2)
+    oneshot = BwrapSandbox(BwrapConfig(slots=2, warm_pool=False))
+    pool = BwrapSandbox(BwrapConfig(slots=2, warm_pool=True))
+    modes = {"bare": bare, "host_pool": hp.run, "bwrap": sandboxed(oneshot), "bwrap_pool": sandboxed(pool)}
+    counts = {
+        "bare": (n // 4, n // 2),
+        "host_pool": (n // 2, n),
+        "bwrap": (n // 4, n // 2),
+        "bwrap_pool": (n // 2, n),
+    }
+    skipped, dbox = [], None
+    try:
+        dbox = DockerSandbox(DockerConfig(slots=2))
+    except SandboxUnavailable as e:
+        skipped.append(f"docker: {e}")
+    else:
+        modes.update(docker_run=docker_run, docker_pool=sandboxed(dbox))
+        counts.update(docker_run=(nd // 2, nd), docker_pool=(n // 2, n))
+    try:
+        results = measure(modes, counts, args.rounds)
+    finally:
+        hp.close()
+        oneshot.close_sync()
+        pool.close_sync()
+        if dbox is not None:
+            dbox.close_sync()
+
+    load = os.getloadavg()[0]
+    print(
+        f"sandbox_bench: trivial solution + 5 asserts, 2 workers, cpus={os.cpu_count()}, load avg {load:.1f}"
+    )
+    print(
+        f"{'mode':12s} {'p50 ms':>8s} {'p99 ms':>8s} {'2w p50':>8s} {'2w p99':>8s} {'jobs/s':>8s} "
+        f"{'p50/bare':>9s} {'tput/bare':>10s} {'p50/hpool':>10s}"
+    )
+    b, hpool = results["bare"], results["host_pool"]
+    for mode, r in results.items():
+        lat = f"{r['p50']:8.1f} {r['p99']:8.1f} {r['c_p50']:8.1f} {r['c_p99']:8.1f} {r['jobs_s']:8.1f}"
+        ratios = (
+            f"{r['p50'] / b['p50']:8.2f}x {r['jobs_s'] / b['jobs_s']:9.2f}x {r['p50'] / hpool['p50']:9.2f}x"
+        )
+        print(f"{mode:12s} {lat} {ratios}")
+    for why in skipped:
+        print(f"skipped {why}")
+    bp, bw = results["bwrap_pool"], results["bwrap"]
+    print("targets:")
+    print(f"  bwrap_pool p50 within 1.2x of host_pool: {bp['p50'] / hpool['p50']:.2f}x")
+    print(f"  bwrap_pool throughput >= 4x bare:       {bp['jobs_s'] / b['jobs_s']:.2f}x")
+    print(f"  one-shot bwrap p50 within 2.5x of bare: {bw['p50'] / b['p50']:.2f}x")
+    if "docker_pool" in results:
+        dp, dr = results["docker_pool"], results["docker_run"]
+        print(f"  docker_pool throughput >= 30x docker_run: {dp['jobs_s'] / dr['jobs_s']:.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

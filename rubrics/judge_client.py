@@ -1,0 +1,218 @@
+"""Async client for an OpenAI-compatible chat endpoint (vLLM's server by default), used by the judge.
+
+Default endpoint: a local vLLM judge on 127.0.0.1:9002 (the policy server uses 9001, Atropos run-api 8000).
+
+Contract:
+* `JudgeClient.chat(body)` POSTs `body` (plus the endpoint's `model`) to `{base_url}/chat/completions`
+  and returns a `JudgeReply` for the first choice, or raises `JudgeCallError` (`timeout=True` when the
+  endpoint never answered in time). It never returns a partial or guessed reply.
+* Transient failures (connect errors, timeouts, HTTP 429 and 5xx) are retried up to `max_retries`
+  times with exponential backoff and full jitter (honouring `Retry-After`, capped); other HTTP errors
+  (4xx: bad request, auth) fail at once.
+* At most `max_concurrency` requests per client are in flight. `shared_client(endpoint)` hands out
+  one pooled client per endpoint and event loop, reference-counted: each `shared_client` is paired
+  with one `release_client`, and the last release closes the connection pool.
+* The API key is read from the environment variable named by `api_key_env` (never stored in config).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import httpx
+
+TRANSIENT_HTTP = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class JudgeEndpoint:
+    """Where the judge lives and how hard to try. Hashable: it keys the shared client pool."""
+
+    base_url: str = "http://127.0.0.1:9002/v1"
+    model: str = "judge"
+    api_key_env: str = "JUDGE_API_KEY"
+    timeout_s: float = 60.0  # per attempt
+    max_retries: int = 3
+    backoff_s: float = 0.5  # first backoff ceiling; doubles per retry (full jitter)
+    backoff_max_s: float = 8.0
+    max_concurrency: int = 64
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token with its alternatives (`top`: token text -> logprob)."""
+
+    token: str
+    logprob: float
+    top: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JudgeReply:
+    """The first choice of a chat completion."""
+
+    content: str
+    finish_reason: str | None
+    logprobs: tuple[TokenLogprob, ...] = ()
+    refusal: str | None = None
+    attempts: int = 1
+
+
+class JudgeCallError(RuntimeError):
+    """The endpoint gave no usable reply. `timeout` tells a deadline miss from other failures."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        timeout: bool = False,
+        transient: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.timeout = timeout
+        self.transient = transient
+        self.retry_after = retry_after
+
+
+class JudgeClient:
+    """A pooled httpx client for one endpoint (see module docstring)."""
+
+    def __init__(self, endpoint: JudgeEndpoint, *, rng: random.Random | None = None) -> None:
+        self.endpoint = endpoint
+        key = os.environ.get(endpoint.api_key_env, "")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        limits = httpx.Limits(max_connections=endpoint.max_concurrency, max_keepalive_connections=32)
+        self._http = httpx.AsyncClient(
+            base_url=endpoint.base_url.rstrip("/") + "/",
+            headers=headers,
+            timeout=httpx.Timeout(endpoint.timeout_s),
+            limits=limits,
+            trust_env=False,  # never route judge traffic through a proxy from the environment
+        )
+        self._gate = asyncio.Semaphore(endpoint.max_concurrency)
+        self._rng = rng or random.Random()
+        self.calls = 0  # HTTP attempts made (for metrics and tests)
+
+    async def chat(self, body: Mapping[str, Any]) -> JudgeReply:
+        payload = {"model": self.endpoint.model, **body}
+        last: JudgeCallError | None = None
+        for attempt in range(self.endpoint.max_retries + 1):
+            if attempt:
+                await asyncio.sleep(self._backoff(attempt, last))
+            try:
+                async with self._gate:
+                    self.calls += 1
+                    reply = await self._post(payload)
+                return replace(reply, attempts=attempt + 1)
+            except JudgeCallError as exc:
+                if not exc.transient:
+                    raise
+                last = exc
+        assert last is not None
+        raise JudgeCallError(
+            f"gave up after {self.endpoint.max_retries + 1} attempts: {last}",
+            timeout=last.timeout,
+            transient=True,
+        )
+
+    def _backoff(self, attempt: int, last: JudgeCallError | None) -> float:
+        ceiling = min(self.endpoint.backoff_max_s, self.endpoint.backoff_s * 2 ** (attempt - 1))
+        delay = self._rng.uniform(0, ceiling)
+        if last is not None and last.retry_after is not None:
+            delay = max(delay, min(last.retry_after, self.endpoint.backoff_max_s))
+        return delay
+
+    async def _post(self, payload: Mapping[str, Any]) -> JudgeReply:
+        try:
+            resp = await self._http.post("chat/completions", json=payload)
+        except httpx.TimeoutException as exc:
+            raise JudgeCallError(
+                f"timeout after {self.endpoint.timeout_s}s", timeout=True, transient=True
+            ) from exc
+        except httpx.TransportError as exc:
+            raise JudgeCallError(f"transport error: {type(exc).__name__}: {exc}", transient=True) from exc
+        if resp.status_code != 200:
+            raise JudgeCallError(
+                f"HTTP {resp.status_code}: {resp.text[:200]}",
+                transient=resp.status_code in TRANSIENT_HTTP,
+                retry_after=_retry_after(resp),
+            )
+        try:
+            return parse_completion(resp.json())
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            raise JudgeCallError(f"malformed completion body: {type(exc).__name__}: {exc}") from exc
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+
+def _retry_after(resp: httpx.Response) -> float | None:
+    try:
+        return max(0.0, float(resp.headers["retry-after"]))
+    except (KeyError, ValueError):
+        return None
+
+
+def parse_completion(body: Mapping[str, Any]) -> JudgeReply:
+    """The first choice of an OpenAI chat-completion body (`logprobs.content` kept when present)."""
+    choice = body["choices"][0]
+    message = choice["message"]
+    logprobs = ()
+    content_lp = (choice.get("logprobs") or {}).get("content") or []
+    if content_lp:
+        logprobs = tuple(
+            TokenLogprob(
+                token=str(t["token"]),
+                logprob=float(t["logprob"]),
+                top={str(a["token"]): float(a["logprob"]) for a in t.get("top_logprobs") or []},
+            )
+            for t in content_lp
+        )
+    return JudgeReply(
+        content=str(message.get("content") or ""),
+        finish_reason=choice.get("finish_reason"),
+        logprobs=logprobs,
+        refusal=message.get("refusal"),
+    )
+
+
+# --- one pooled client per endpoint and event loop (httpx pools are bound to their loop) ---------
+
+_POOL: dict[tuple[int, JudgeEndpoint], tuple[JudgeClient, int, asyncio.AbstractEventLoop]] = {}
+
+
+def shared_client(endpoint: JudgeEndpoint) -> JudgeClient:
+    """The pooled client for `endpoint` on the running loop; pair with `release_client`."""
+    loop = asyncio.get_running_loop()
+    key = (id(loop), endpoint)
+    entry = _POOL.get(key)
+    if entry is None or entry[2] is not loop:  # a dead loop's id may be reused: never share across loops
+        entry = (JudgeClient(endpoint), 0, loop)
+    _POOL[key] = (entry[0], entry[1] + 1, loop)
+    return entry[0]
+
+
+async def release_client(client: JudgeClient) -> None:
+    """Drop one reference; the last one closes the pool. Unknown clients are closed directly."""
+    for key, (pooled, refs, loop) in list(_POOL.items()):
+        if pooled is client:
+            if refs <= 1:
+                del _POOL[key]
+                await client.aclose()
+            else:
+                _POOL[key] = (pooled, refs - 1, loop)
+            return
+    await client.aclose()
+
+
+def forget_client(client: JudgeClient) -> None:
+    """Drop a pooled client whose event loop has ended (it cannot be closed from another loop)."""
+    for key, (pooled, _refs, _loop) in list(_POOL.items()):
+        if pooled is client:
+            del _POOL[key]

@@ -1,0 +1,291 @@
+"""Docker backend: a warm pool of long-lived containers, each running the fork-server worker as PID 1.
+
+Containers: network none, read-only root, tmpfs scratch (/tmp) and /dev/shm, non-root user
+(65534), every capability dropped, no-new-privileges, memory/CPU/pids limits. The same worker
+and protocol as the bubblewrap pool (`sandbox/_worker.py`): the host listens on a one-shot unix
+socket bind-mounted into the container, the worker connects once, the listener is closed and
+unlinked, and every job then gets fresh host pipes passed over that socket (so there is no
+`docker attach` stream to wedge and output caps are enforced on the host). Python commands
+run by fork from the warm interpreter; any other command is fork+exec'd in the container.
+
+Per-job limits: rlimits in the job process; on cgroup v1/v2 hosts where the container's cgroup
+is visible (root, cgroupfs driver) also per-job memory/pids written into the container's cgroup.
+Wall time and output caps: the host kills the container (force remove) and a new one starts on the
+next job. Cleanup: every container carries labels with this process's host name and pid;
+`close()` removes ours, and containers of dead owners are swept at start (`sweep_containers`).
+
+Images: `scripts/ci_host_setup.sh` imports a registry-free image (empty rootfs, host /usr mounted
+read-only at run time). With a registry, build `docker/Dockerfile` and set
+`DockerConfig(image=..., mount_host_usr=False, python="/usr/local/bin/python3")`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import tempfile
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from queue import SimpleQueue
+
+from sandbox import _proc
+from sandbox.bwrap import PRELOAD, SlotResults
+from sandbox.cgroups import ROOT, Slot, _pid_alive
+from sandbox.core import ExecResult, Job, Limits, SandboxError, SandboxUnavailable
+from sandbox.pool import WORKER_DST, WORKER_SRC, Worker, python_plan
+
+LABEL = "rlvr-sandbox"
+OWNER_LABEL = "rlvr-sandbox.owner"
+CTL_DST = "/run/rlvr/ctl.sock"
+
+
+@dataclass(frozen=True)
+class DockerConfig:
+    """How the Docker pool runs. Container-wide caps; jobs get their own rlimits inside them."""
+
+    slots: int = 2  # warm containers = concurrent jobs
+    image: str = "rlvr-sandbox:local"
+    mount_host_usr: bool = True  # the local image has no userland: bind the host's /usr read-only
+    python: str = "/usr/bin/python3"
+    memory_mb: int = 1024
+    pids: int = 64
+    cpus: float = 1.0
+    user: str = "65534:65534"
+    preload: tuple[str, ...] = PRELOAD
+    base_url: str | None = None  # docker daemon; default: DOCKER_HOST / the local socket
+    start_timeout_s: float = 30.0
+    worker_overhead_mb: int = 96
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def sweep_containers(client, *, everything: bool = False) -> int:
+    """Force-remove sandbox containers whose owning process (on this host) is gone; all if `everything`."""
+    n = 0
+    host = socket.gethostname()
+    for c in client.containers.list(all=True, filters={"label": LABEL}):
+        owner = c.labels.get(OWNER_LABEL, "")
+        owner_host, _, pid = owner.rpartition(":")
+        stale = owner_host == host and pid.isdigit() and not _pid_alive(int(pid))
+        if everything or stale:
+            try:
+                c.remove(force=True)
+                n += 1
+            except Exception:  # already gone
+                pass
+    return n
+
+
+def container_slot(container_id: str, index: int, memory_mb: int) -> Slot | None:
+    """The container's own cgroup as a `Slot` (per-job memory/pids), if visible and writable here."""
+    candidates = {
+        "v1": {c: ROOT / c / "docker" / container_id for c in ("memory", "pids")},
+        "v2": {"unified": ROOT / "system.slice" / f"docker-{container_id}.scope"},
+        "v2b": {"unified": ROOT / "docker" / container_id},
+    }
+    for version, dirs in candidates.items():
+        if all(d.is_dir() and os.access(d, os.W_OK) for d in dirs.values()):
+            slot = Slot(index, version[:2], dict(dirs), holds_thread=False)
+            slot._memory_mb = memory_mb
+            return slot
+    return None
+
+
+class DockerWorker(Worker):
+    """A warm worker living in its own container."""
+
+    extra_pids = 1  # only the worker shares the container's pids cgroup with the job
+
+    def __init__(self, box: DockerSandbox, index: int):
+        super().__init__(box, None)
+        self.index = index
+        self.container = None
+        self.launches = 0
+
+    def alive(self) -> bool:
+        """Cheap check (no API call): started, and its cgroup still exists when we can see it."""
+        if self.container is None or self.sock is None:
+            return False
+        return self.slot is None or all(d.is_dir() for d in self.slot.dirs.values())
+
+    def _launch(self, scratch_mb: int) -> socket.socket:
+        box: DockerSandbox = self.box
+        cfg = box.config
+        self.launches += 1
+        path = os.path.join(box.sockdir, f"ctl-{self.index}-{self.launches}.sock")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            listener.bind(path)
+            os.chmod(path, 0o666)  # the dir is 0700 root: only the bind mount reaches it
+            listener.listen(1)
+            listener.settimeout(cfg.start_timeout_s)
+            volumes = {WORKER_SRC: {"bind": WORKER_DST, "mode": "ro"}, path: {"bind": CTL_DST, "mode": "rw"}}
+            if cfg.mount_host_usr:
+                volumes["/usr"] = {"bind": "/usr", "mode": "ro"}
+            self.container = box.client.containers.run(
+                cfg.image,
+                [cfg.python, "-I", WORKER_DST, CTL_DST, ",".join(cfg.preload)],
+                detach=True,
+                user=cfg.user,
+                network_mode="none",
+                read_only=True,
+                tmpfs={"/tmp": f"size={scratch_mb}m,mode=1777", "/dev/shm": "size=16m,mode=1777"},
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                mem_limit=f"{cfg.memory_mb}m",
+                memswap_limit=f"{cfg.memory_mb}m",
+                pids_limit=cfg.pids,
+                nano_cpus=int(cfg.cpus * 1e9),
+                ipc_mode="private",
+                hostname="sandbox",
+                environment={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"},
+                labels={LABEL: "1", OWNER_LABEL: _owner()},
+                volumes=volumes,
+            )
+            conn, _ = listener.accept()
+        except Exception as e:
+            why = self.stderr_tail()
+            self._kill()
+            raise SandboxError(f"docker worker failed to start: {e} {why!r}") from e
+        finally:
+            listener.close()
+            if os.path.exists(path):
+                os.unlink(path)  # nobody else can ever connect
+        conn.settimeout(None)
+        self.slot = container_slot(self.container.id, self.index, cfg.memory_mb)
+        return conn
+
+    def stderr_tail(self) -> bytes:
+        try:
+            return self.container.logs(tail=20) if self.container is not None else b""
+        except Exception:
+            return b""
+
+    def _kill(self) -> None:
+        if self.container is not None:
+            try:
+                self.container.remove(force=True)
+            except Exception:
+                pass
+        self.container = None
+        self.slot = None
+
+
+class DockerSandbox(SlotResults):
+    """The Docker warm-pool backend. Same API as `BwrapSandbox`: run / run_sync / submit / close."""
+
+    name = "docker"
+
+    def __init__(self, config: DockerConfig | None = None):
+        self.config = cfg = config or DockerConfig()
+        try:
+            import docker
+        except ImportError as e:
+            raise SandboxUnavailable("the docker SDK is not installed (pip install docker)") from e
+        try:
+            self.client = docker.DockerClient(base_url=cfg.base_url) if cfg.base_url else docker.from_env()
+            self.client.ping()
+        except Exception as e:
+            raise SandboxUnavailable(
+                f"no Docker engine answers ({e}); scripts/ci_host_setup.sh starts one"
+            ) from e
+        try:
+            self.client.images.get(cfg.image)
+        except Exception as e:
+            raise SandboxUnavailable(
+                f"image {cfg.image!r} not found ({type(e).__name__}); build it with scripts/ci_host_setup.sh "
+                "or docker/Dockerfile"
+            ) from e
+        sweep_containers(self.client)
+        self.cgroups = None
+        self.sockdir = tempfile.mkdtemp(prefix="rlvr-docker-")
+        os.chmod(self.sockdir, 0o700)
+        self._free: SimpleQueue[int] = SimpleQueue()
+        for i in range(cfg.slots):
+            self._free.put(i)
+        self._local = threading.local()
+        self._workers: list[DockerWorker] = []
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(cfg.slots, "docker-slot", initializer=self._init_thread)
+        self._closed = False
+        self.stats = {"jobs": 0, "pool_jobs": 0, "worker_starts": 0, "worker_recycles": 0}
+
+    # ------------------------------------------------------------ public API
+    async def run(self, job: Job) -> ExecResult:
+        return await asyncio.wrap_future(self.submit(job))
+
+    def run_sync(self, job: Job) -> ExecResult:
+        return self.submit(job).result()
+
+    def submit(self, job: Job) -> Future[ExecResult]:
+        if self._closed:
+            raise SandboxError("sandbox is closed")
+        return self._pool.submit(self._run_blocking, job)
+
+    async def warm_up(self) -> None:
+        futs = [self._pool.submit(self._local_worker().ensure) for _ in range(self.config.slots)]
+        await asyncio.gather(*(asyncio.wrap_future(f) for f in futs))
+
+    async def close(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self._shutdown)
+
+    def close_sync(self) -> None:
+        self._shutdown()
+
+    def describe(self) -> str:
+        return f"docker (slots={self.config.slots}, image={self.config.image})"
+
+    def job_rlimits(self, limits: Limits) -> list[tuple[int, int]]:
+        return _proc.job_rlimits(limits, None)  # pids are capped by the container, not per-uid NPROC
+
+    # ------------------------------------------------------------ internals
+    def _init_thread(self) -> None:
+        w = DockerWorker(self, self._free.get())
+        self._local.worker = w
+        with self._lock:
+            self._workers.append(w)
+
+    def _local_worker(self) -> DockerWorker:
+        return self._local.worker
+
+    def _run_blocking(self, job: Job) -> ExecResult:
+        if not job.command:
+            raise ValueError("job.command is empty")
+        if job.limits.network:
+            raise SandboxError("the docker pool has no network; use the bwrap backend for network jobs")
+        self.stats["jobs"] += 1
+        plan = python_plan(job.command, self.config.python)
+        if plan is None:
+            plan = {
+                "mode": "exec",
+                "target": job.command[0],
+                "args": list(job.command),
+                "unbuffered": False,
+                "isolated": False,
+            }
+        self.stats["pool_jobs"] += 1
+        return self._local.worker.run(job, plan)
+
+    def _shutdown(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with self._lock:
+            workers = list(self._workers)
+        for w in workers:
+            w.stop()
+        self._pool.shutdown(wait=True)
+        shutil.rmtree(self.sockdir, ignore_errors=True)
+        try:
+            for c in self.client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={_owner()}"}):
+                c.remove(force=True)
+        except Exception:
+            pass
+
+
+__all__ = ["DockerConfig", "DockerSandbox", "sweep_containers"]

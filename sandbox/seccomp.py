@@ -1,0 +1,88 @@
+"""A small seccomp-bpf deny list for bubblewrap (`bwrap --seccomp FD`).
+
+Denied with EPERM: kernel keyrings (`add_key`, `request_key`, `keyctl`: the user keyring outlives a
+job and would carry data to the next job in the same warm worker), `bpf`, `perf_event_open`,
+`userfaultfd`, `io_uring_*`, file-handle and kexec calls: kernel attack surface a test solution
+never needs. System calls of a foreign ABI (i386 `int 0x80`, x32) kill the process, so the list
+cannot be sidestepped. Everything else is allowed; capabilities are already all dropped.
+Unknown architectures get no filter (`program()` returns None) and the sandbox says so.
+"""
+
+from __future__ import annotations
+
+import errno
+import platform
+import struct
+
+_LD_W_ABS = 0x20
+_JEQ_K = 0x15
+_JGE_K = 0x35
+_RET_K = 0x06
+_RET_ALLOW = 0x7FFF0000
+_RET_KILL_PROCESS = 0x80000000
+_RET_ERRNO = 0x00050000
+_X32_BIT = 0x40000000
+
+_ARCHES = {
+    "x86_64": (
+        0xC000003E,
+        {
+            "add_key": 248,
+            "request_key": 249,
+            "keyctl": 250,
+            "bpf": 321,
+            "perf_event_open": 298,
+            "userfaultfd": 323,
+            "io_uring_setup": 425,
+            "io_uring_enter": 426,
+            "io_uring_register": 427,
+            "name_to_handle_at": 303,
+            "open_by_handle_at": 304,
+            "kexec_load": 246,
+            "kexec_file_load": 320,
+        },
+    ),
+    "aarch64": (
+        0xC00000B7,
+        {
+            "add_key": 217,
+            "request_key": 218,
+            "keyctl": 219,
+            "bpf": 280,
+            "perf_event_open": 241,
+            "userfaultfd": 282,
+            "io_uring_setup": 425,
+            "io_uring_enter": 426,
+            "io_uring_register": 427,
+            "name_to_handle_at": 264,
+            "open_by_handle_at": 265,
+            "kexec_load": 104,
+            "kexec_file_load": 294,
+        },
+    ),
+}
+
+
+def _ins(code: int, jt: int, jf: int, k: int) -> bytes:
+    return struct.pack("=HBBI", code, jt, jf, k)
+
+
+def program(machine: str | None = None) -> bytes | None:
+    """The compiled filter (array of `struct sock_filter`) for this machine, or None if unsupported."""
+    arch = _ARCHES.get(machine or platform.machine())
+    if arch is None:
+        return None
+    audit_arch, denied = arch
+    deny = _RET_ERRNO | errno.EPERM
+    out = [
+        _ins(_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
+        _ins(_JEQ_K, 1, 0, audit_arch),
+        _ins(_RET_K, 0, 0, _RET_KILL_PROCESS),
+        _ins(_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
+    ]
+    if (machine or platform.machine()) == "x86_64":
+        out += [_ins(_JGE_K, 0, 1, _X32_BIT), _ins(_RET_K, 0, 0, _RET_KILL_PROCESS)]
+    for nr in sorted(denied.values()):
+        out += [_ins(_JEQ_K, 0, 1, nr), _ins(_RET_K, 0, 0, deny)]
+    out.append(_ins(_RET_K, 0, 0, _RET_ALLOW))
+    return b"".join(out)
