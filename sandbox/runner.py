@@ -20,10 +20,12 @@ order, one message each; after a timeout or crash the next test gets a fresh chi
 closes the channel (and every other descriptor), moves to its own process group, sets rlimits
 (address space; CPU as a backstop), installs an audit hook (frame/heap/ctypes access, tracing, code
 replacement, process spawning, kills → hack) and talks to the harness over a private pipe in frames
-`len(4) nonce(16) tag(1) index(4) cpu(8) body`. The harness validates the frames, enforces a wall
-deadline per test (`time_limit_s * wall_factor + 0.5`), judges time-outs by CPU time (rusage for
-stdio children, the per-test CPU in the frame for sessions), and writes one framed record per test
-to the channel: `len(4) + JSON`. Record types: `hello`, `result`, `done`.
+`len(4) nonce(16) tag(1) index(4) cpu(8) body`. The harness validates the frames and enforces the
+time limit as CPU time: it reads the child's CPU from /proc every 50 ms and kills it once the
+current test has used more than `time_limit_s` (also checked from the frame and rusage), with a
+wall deadline of `time_limit_s * wall_factor + 0.5` as a safety net and RLIMIT_CPU as a backstop.
+It writes one framed record per test to the channel: `len(4) + JSON`. Record types: `hello`,
+`result`, `done`.
 
 Result outcomes: `ok` (ran to completion; stdio/call verdicts are decided on the host), `error`
 (exception, non-zero exit, fatal signal), `timeout`, `memory`, `output` (stdout over its cap),
@@ -47,6 +49,8 @@ CHANNEL_FD = 3
 RESULT_FD = 9  # the child's end of its private pipe to the harness
 NONCE_BYTES = 16
 MAX_CHILD_MESSAGE = 8 << 20
+CPU_POLL_S = 0.05  # how often a running child's CPU time is checked against the limit
+_TICKS = os.sysconf("SC_CLK_TCK")
 _UNREAPED: list[int] = []  # killed children whose exit status no verdict needs
 MAX_DEPTH = 200
 BIG_INT = 1 << 12000  # ints at least this large travel as hex (JSON readers cap decimal digits)
@@ -275,7 +279,7 @@ def _child(spec: dict, chunk: list, nonce: bytes, res_w: int, out_w: int, in_fd:
         )
         sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="replace")
         sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
-        _limit(resource.RLIMIT_CPU, len(chunk) * (int(spec["time_limit_s"]) + 1) + 1)
+        _limit(resource.RLIMIT_CPU, len(chunk) * (int(spec["time_limit_s"]) + 1) + 1, slack=2)  # backstop
         _limit(resource.RLIMIT_CORE, 0)
         if spec.get("memory_mb"):
             _limit(resource.RLIMIT_AS, int(spec["memory_mb"]) << 20)
@@ -452,14 +456,25 @@ def _describe(exc: BaseException) -> bytes:
     return json.dumps(info).encode()
 
 
-def _limit(which: int, value: int) -> None:
+def _limit(which: int, value: int, slack: int = 0) -> None:
+    """Set soft = value and hard = value + slack (both within the inherited hard limit)."""
     soft, hard = resource.getrlimit(which)
-    if hard != resource.RLIM_INFINITY:
-        value = min(value, hard)
+    top = value + slack if hard == resource.RLIM_INFINITY else min(value + slack, hard)
     try:
-        resource.setrlimit(which, (value, value))
+        resource.setrlimit(which, (min(value, top), top))
     except (ValueError, OSError):
         pass
+
+
+def proc_cpu(pid: int) -> float | None:
+    """CPU seconds (user + system, all threads) a live child has used so far, from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            data = handle.read()
+        fields = data[data.rindex(b")") + 2 :].split()
+        return (int(fields[11]) + int(fields[12])) / _TICKS
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 # ----------------------------------------------------------------------------- the harness
@@ -509,7 +524,7 @@ def supervise(spec: dict, chunk: list) -> list[dict]:
     res_cap = int(spec.get("max_value_bytes") or MAX_CHILD_MESSAGE) + 4096
     out, buf, pending, records = bytearray(), bytearray(), [], []
     status = usage = verdict = None
-    ready, pos, mark = stdio, 0, started
+    ready, pos, mark, cpu_mark = stdio, 0, started, 0.0
     deadline = started + wall
     sel = selectors.DefaultSelector()
     streams = {res_r: buf} if out_r is None else {res_r: buf, out_r: out}
@@ -531,10 +546,15 @@ def supervise(spec: dict, chunk: list) -> list[dict]:
         if now >= deadline:
             verdict = "timeout"
             break
-        wait = deadline - now if pidfd is not None else min(0.005, deadline - now)
+        wait = min(deadline - now, CPU_POLL_S) if pidfd is not None else min(0.005, deadline - now)
         events = sel.select(min(wait, 0.5) if status is not None else wait)
         if not events and status is not None:
             break
+        if status is None:  # CPU time is the limit; the wall deadline is only a safety net
+            used = proc_cpu(pid)
+            if used is not None and used - cpu_mark > limit:
+                verdict = "timeout"
+                break
         for key, _ in events:
             if key.fd == pidfd:
                 sel.unregister(pidfd)
@@ -561,6 +581,7 @@ def supervise(spec: dict, chunk: list) -> list[dict]:
                 continue
             if tag == "R" and not ready and index == chunk[0][0]:
                 ready, mark, deadline = True, now, now + wall
+                cpu_mark = proc_cpu(pid) or cpu_mark
                 continue
             if index != chunk[pos][0]:
                 verdict = "forged"
@@ -568,6 +589,7 @@ def supervise(spec: dict, chunk: list) -> list[dict]:
             record = _message_record(chunk[pos], tag, body, now - mark, cpu, limit)
             records.append(record)
             pos, mark, deadline = pos + 1, now, now + wall
+            cpu_mark = proc_cpu(pid) or cpu_mark
             if record["outcome"] in ("hack", "internal"):
                 verdict = "stop"
                 break
@@ -588,7 +610,7 @@ def supervise(spec: dict, chunk: list) -> list[dict]:
     record = {"type": "result", "index": index, "time_s": round(time.monotonic() - mark, 4)}
     if verdict == "forged":
         return records + [{**record, "outcome": "hack", "hack": "malformed or forged result message"}]
-    cpu = usage.ru_utime + usage.ru_stime if (usage is not None and stdio) else None
+    cpu = usage.ru_utime + usage.ru_stime - cpu_mark if usage is not None else None
     record = _exit_record(record, stdio, verdict, status, cpu, limit, bytes(out), pending)
     if ready or record["outcome"] == "hack":
         return records + [record]
