@@ -189,3 +189,60 @@ async def test_named_sandbox_is_created_lazily_and_closed():
         assert res.score is None and "sandbox" in res.reason
     else:
         assert res.score == 1.0
+
+
+def _frames(*records: dict) -> bytes:
+    import struct
+
+    out = b""
+    for r in records:
+        body = json.dumps(r).encode()
+        out += struct.pack(">I", len(body)) + body
+    return out
+
+
+def test_infrastructure_failures_are_unverified():
+    """Whatever goes wrong outside the solution's tests yields score=None, never a number."""
+    from sandbox.core import ExecResult, LimitHit
+
+    rubric = CodeRubric(sandbox=None)  # judge() only: no job is run here
+    suite = stdio_suite(STDIO[0])
+    hello = {"type": "hello", "version": 1, "tests": 3}
+    ok = {"type": "result", "index": 0, "outcome": "ok", "stdout": "3\n"}
+    cases = {
+        "no channel": (ExecResult(exit_code=2, signal=None, stdout=b"", stderr=b"boom"), Status.ERROR),
+        "garbage": (ExecResult(exit_code=0, signal=None, stdout=b"", stderr=b"", channel=b"\x00\x00\x00\x09{"), Status.ERROR),
+        "killed at the job wall limit": (
+            ExecResult(exit_code=None, signal=9, stdout=b"", stderr=b"", limit_hit=LimitHit.WALL_TIME,
+                       channel=_frames(hello, ok)),
+            Status.TIMEOUT,
+        ),
+        "harness died mid-way": (ExecResult(exit_code=None, signal=9, stdout=b"", stderr=b"", channel=_frames(hello, ok)),
+                                 Status.ERROR),
+        "truncated channel": (
+            ExecResult(exit_code=0, signal=None, stdout=b"", stderr=b"", channel=_frames(hello), channel_truncated=True),
+            Status.ERROR,
+        ),
+        "harness internal error": (
+            ExecResult(exit_code=0, signal=None, stdout=b"", stderr=b"",
+                       channel=_frames(hello, {"type": "result", "index": 0, "outcome": "internal", "error": "x"},
+                                       {"type": "done", "count": 1})),
+            Status.ERROR,
+        ),
+        "records out of order": (
+            ExecResult(exit_code=0, signal=None, stdout=b"", stderr=b"",
+                       channel=_frames(hello, {**ok, "index": 1}, {"type": "done", "count": 1})),
+            Status.ERROR,
+        ),
+    }  # fmt: skip
+    for name, (result, status) in cases.items():
+        res = rubric.judge(result, suite)
+        assert res.score is None and res.status is status, (name, res)
+
+
+async def test_broken_sandbox_interpreter_is_an_error_not_a_zero(code_sandbox):
+    rubric = CodeRubric(code_sandbox, CodeRubricConfig(python="/nonexistent/python3"))
+    res = await rubric.score(
+        Sample(prompt="", completion=fenced(STDIO[0]["solution"]), answer=stdio_suite(STDIO[0]))
+    )
+    assert res.score is None and res.status is Status.ERROR
