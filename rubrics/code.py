@@ -50,9 +50,8 @@ from rubrics.core import RewardResult, Rubric, Sample, Status
 from rubrics.text import final_segment
 from sandbox.core import ExecResult, Job, LimitHit, Limits, Sandbox
 
-_FENCE = re.compile(
-    r"^[ \t]*(`{3,}|~{3,})[ \t]*([^\s`]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.MULTILINE | re.DOTALL
-)
+_OPEN = re.compile(r"[ \t]{0,3}(`{3,}|~{3,})[ \t]*([^\s`]*)")
+_CLOSE = re.compile(r"[ \t]{0,3}(`{3,}|~{3,})[ \t]*")
 _RUNNER = resources.files("sandbox").joinpath("runner.py").read_text(encoding="utf-8")
 _STUB = (
     "import os, sys\n"
@@ -131,14 +130,31 @@ class CodeRubricConfig(BaseModel):
 
 def extract_code(text: str, languages: Sequence[str] = ("python", "py", "python3", "")) -> str | None:
     """The last closed fenced block whose tag is in `languages` ('' = untagged), in the final segment
-    (text after the last `</think>`; None if a think block is left open). None if there is none."""
+    (text after the last `</think>`; None if a think block is left open). None if there is none.
+
+    Fences follow CommonMark: a block opens with 3+ backticks or tildes (plus an optional info
+    string) and closes with a line of at least as many of the same character; an unclosed block
+    is not an answer. One pass over the lines (no regex backtracking across the text).
+    """
     final = final_segment(text)
     if final is None:
         return None
     wanted = {lang.lower() for lang in languages}
-    blocks = [m.group(3) for m in _FENCE.finditer(final) if m.group(2).lower() in wanted]
-    blocks = [b for b in blocks if b.strip()]
-    return blocks[-1] if blocks else None
+    last, fence, tag, body = None, "", "", []
+    for line in final.split("\n"):
+        if not fence:
+            opened = _OPEN.match(line)
+            if opened and (opened.group(1)[0] == "~" or "`" not in line[opened.end() :]):
+                fence, tag, body = opened.group(1), opened.group(2).lower(), []
+            continue
+        closed = _CLOSE.fullmatch(line.rstrip())
+        if closed and closed.group(1)[0] == fence[0] and len(closed.group(1)) >= len(fence):
+            if tag in wanted and "".join(body).strip():
+                last = "".join(body)
+            fence = ""
+            continue
+        body.append(line + "\n")
+    return last
 
 
 def static_hack_scan(tree: ast.AST) -> str | None:
@@ -195,7 +211,8 @@ class CodeRubric(Rubric):
         return (await self._score_group([sample]))[0]
 
     async def _score_group(self, samples: Sequence[Sample]) -> list[RewardResult]:
-        prepared = [self._prepare(s) for s in samples]
+        # extraction, parsing and the static scan are CPU work: keep them off the event loop
+        prepared = await asyncio.to_thread(lambda: [self._prepare(s) for s in samples])
         jobs: dict[str, tuple[str, TestSuite]] = {}
         for item in prepared:
             if isinstance(item, tuple):

@@ -142,3 +142,11 @@ def test_static_scan_and_clip():
     text = "a" * 1000 + "END"
     short = clip(text, 90)
     assert len(short) < 200 and short.endswith("END") and "omitted" in short
+
+
+def test_extract_follows_commonmark_fences():
+    assert extract_code("```python\n```js\ninner\n```\n") == "```js\ninner\n"  # an info string never closes
+    assert extract_code("````python\nx = '```'\n```\ny = 1\n````") == "x = '```'\n```\ny = 1\n"
+    assert extract_code("say ```python``` inline\n```python\nok\n```") == "ok\n"
+    many_unclosed = "```python\nx\n" * 2000 + "tail"  # one pass over the lines, no quadratic rescans
+    assert extract_code(many_unclosed) is None
