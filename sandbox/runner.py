@@ -2,6 +2,8 @@
 
 Usage (inside a job): `python3 runner.py` in a directory holding `spec.json`; the job must have the
 result channel (`Job.channel=True`, file descriptor 3). Nothing on stdout/stderr is ever trusted.
+`rubrics.code` ships it as `rlvr_runner.py` plus an unchecked-hash .pyc and a 4-line `run.py` that
+imports it and calls `main()`, so the sandbox's interpreter does not recompile it for every job.
 
 Spec (JSON): `{"version": 1, "setup": str, "code": str, "entry_point": str|null, "tests": [...],
 "time_limit_s": float, "wall_factor": float, "memory_mb": int, "stop_on_failure": bool}`. A test is
