@@ -322,6 +322,19 @@ class RubricEnv(BaseEnv):
 
         await run_process(self)
 
+    async def _run_evaluate(self) -> None:
+        await self.setup()
+        try:
+            await self.evaluate()
+        finally:
+            await self.close_rubric()
+
+    async def close_rubric(self) -> None:
+        """Release the rubric's pools and clients (sandbox workers, judge connections)."""
+        if self.rubric is not None:
+            await self.rubric.aclose()
+            self.rubric = None
+
     async def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         from environments.modes import run_evaluate
 

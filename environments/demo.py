@@ -1,6 +1,6 @@
 """The main job on embedded defaults: one environment in `process` mode, end to end, fully offline.
 
-    python -m environments.demo                      # tiny random model on a local vLLM, math env
+    python -m environments.demo                      # tiny random model on a local vLLM, code env
     python -m environments.demo --env qa --groups 16
     python -m environments.demo --base-url http://127.0.0.1:8000/v1 --model Qwen/Qwen2.5-1.5B-Instruct
 
@@ -32,7 +32,7 @@ ENVS = {
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     available = [name for name, path in ENVS.items() if path.exists()]
-    p.add_argument("--env", choices=available, default="math" if "math" in available else "qa")
+    p.add_argument("--env", choices=available, default="code" if "code" in available else "qa")
     p.add_argument("--groups", type=int, default=8, help="groups to generate (total_steps)")
     p.add_argument("--group-size", type=int, default=4)
     p.add_argument("--max-tokens", type=int, default=64)

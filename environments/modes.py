@@ -61,8 +61,11 @@ async def run_process(env: RubricEnv) -> dict[str, Any]:
                 scores.extend(group["scores"])
             bar.update(1)
 
-        await asyncio.gather(*(one(uid, item) for uid, item in todo))
-        bar.close()
+        try:
+            await asyncio.gather(*(one(uid, item) for uid, item in todo))
+        finally:
+            bar.close()
+            await env.close_rubric()
         written = len(writer.done)
     elapsed = time.monotonic() - start
     html_path = write_html(path)
