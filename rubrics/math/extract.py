@@ -1,0 +1,326 @@
+r"""Which part of a completion is the answer (the extraction policy, stated once).
+
+Order, on the text after the last `</think>` only (`rubrics.text.final_segment`; an unclosed think
+block holds no answer):
+
+1. `\boxed{…}` / `\fbox{…}` / `\boxed 5` with real brace matching. Every box counts: distinct boxes
+   form a multi-answer that must equal the gold as a whole (so `\boxed{3} or \boxed{5}` never
+   matches `3`), agreeing duplicates collapse. An empty or unclosed box means no answer.
+2. The last `<answer>…</answer>` tag.
+3. The last "final answer is" / "the answer is" / "Answer:" anchor (also `réponse est`, `答案是`):
+   the statement after it, cut at the copula ("…volume is 120" → `120`).
+4. Optional (`MathPolicy.prose_fallback`): the final statement, only when it holds exactly one
+   candidate, no hedge word and no grader-directed text. Never "the last number anywhere".
+
+Multiple-choice golds (a single letter A–J) get letter extraction that rejects hedges (`C or D`,
+`A, B, C, D`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rubrics.text import final_segment
+
+_BOX = re.compile(r"\\(?:boxed|fbox)\b\s*")
+_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
+_SPAN = re.compile(
+    r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]|\*\*(.+?)\*\*", re.DOTALL
+)
+_ANCHOR = re.compile(
+    r"(?:final\s+answer|the\s+answer|answer)\s*(?:is|are|should\s+be|would\s+be|:|：|=)\s*"
+    r"|\banswer\s*(?=\$|\\\(|\\\[)"
+    r"|réponse\s*(?:est|:|：)\s*|答案\s*(?:是|为|:|：)\s*",
+    re.IGNORECASE,
+)
+_CHAT_JUNK = re.compile(r"<\|(?:im_start|im_end|endoftext|eot_id)\|>.*", re.DOTALL)
+_HOPE = re.compile(r"I\s+hope\s+it\s+is\s+correct\.?", re.IGNORECASE)
+_INJECTION = re.compile(
+    r"ignore\s+(?:all|any|the|previous|prior|above)|instruction|grader|grading|verifier|reward|"
+    r"system\s+prompt|mark\s+(?:this|it|the)|as\s+correct|you\s+must|override",
+    re.IGNORECASE,
+)
+_HEDGE = re.compile(
+    r"(?<![A-Za-z])(?:or|maybe|perhaps|either|probably|possibly|might|could\s+be|not\s+sure|between|"
+    r"unsure|guess|not|n't|ou|oder|o)(?![A-Za-z])|或|可能|不是|\?|？",
+    re.IGNORECASE,
+)
+_COPULA = re.compile(
+    r"(?<![A-Za-z])(?:is|are|equals|est|es|be|it's)(?![A-Za-z])|是|为|：|=|:(?!\d)", re.IGNORECASE
+)
+_STATEMENT_END = re.compile(r"(?<=[.!?])\s+(?=\S)|[。।\n]+")
+_CANDIDATE = re.compile(
+    r"\\frac\{[^{}]*\}\{[^{}]*\}|-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+(?:\.\d+)?)?\s*%?|-?\.\d+"
+)
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """`answers` is None when the text holds no gradable answer; `how` names the rule used."""
+
+    answers: tuple[str, ...] | None
+    how: str
+
+
+def match_brace(text: str, start: int) -> int:
+    """Index of the `}` closing the `{` at `start`, or -1 when it never closes. Skips `\\{`/`\\}`."""
+    depth, i, n = 0, start, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return -1
+
+
+def find_boxes(text: str) -> tuple[list[str], bool]:
+    """Contents of every `\\boxed`/`\\fbox` in order, and whether one was empty or unclosed."""
+    boxes, bad, pos = [], False, 0
+    while True:
+        m = _BOX.search(text, pos)
+        if not m:
+            return boxes, bad
+        i = m.end()
+        if i < len(text) and text[i] == "{":
+            j = match_brace(text, i)
+            if j < 0:
+                return boxes, True
+            content = text[i + 1 : j].strip()
+            pos = j + 1
+        else:
+            tok = re.match(r"[^\s$}]+", text[i:])
+            content = tok.group(0).rstrip(".,;") if tok else ""
+            pos = i + (tok.end() if tok else 0)
+        if content:
+            boxes.append(content)
+        else:
+            bad = True
+
+
+def math_spans(text: str) -> list[str]:
+    return [next(g for g in m.groups() if g is not None).strip() for m in _SPAN.finditer(text)]
+
+
+def _cut_statement(piece: str) -> str:
+    piece = _HOPE.split(piece)[0]
+    piece = re.split(r"\n\s*\n", piece)[0]
+    # a sentence ends at ". " unless the period is inside a math span: walk spans to find it
+    out, pos = [], 0
+    for m in _SPAN.finditer(piece):
+        head = piece[pos : m.start()]
+        cut = re.search(r"(?<!\d)[.!](?:\s|$)|。", head)
+        if cut:
+            out.append(head[: cut.start()])
+            return "".join(out).strip()
+        out.append(piece[pos : m.end()])
+        pos = m.end()
+    tail = piece[pos:]
+    cut = re.search(r"[.!](?:\s|$)|。", tail)
+    out.append(tail[: cut.start()] if cut else tail)
+    return "".join(out).strip()
+
+
+def _outside_spans(text: str) -> str:
+    """The text with every math span blanked (same length), so prose regexes skip math."""
+    return _SPAN.sub(lambda m: " " * len(m.group(0)), text)
+
+
+def _after_copula(piece: str) -> str:
+    prose = _outside_spans(piece)
+    last = None
+    for m in _COPULA.finditer(prose):
+        last = m
+    if last is None:
+        return piece
+    after = piece[last.end() :].strip()
+    if math_spans(after) or _CANDIDATE.search(after):
+        return after
+    return piece[: last.start()].strip()
+
+
+def _statement_answers(piece: str, *, unique: bool) -> tuple[str, ...] | None:
+    """Answer(s) inside one statement: its math spans, else its one numeric candidate."""
+    piece = _after_copula(piece.strip())
+    if not piece:
+        return None
+    if _HEDGE.search(_outside_spans(piece)):
+        return None
+    spans = [s for s in math_spans(piece) if s]
+    if spans:
+        prose = _outside_spans(piece)
+        if unique and len(spans) > 1 and re.search(r"[A-Za-z]{3,}", prose.replace("and", "")):
+            return None
+        return tuple(spans)
+    text = piece.strip().strip(".;:,!")
+    if not text:
+        return None
+    if not re.search(r"[A-Za-z\u00C0-\uFFFF]{3,}", re.sub(r"\\[A-Za-z]+", "", text)):
+        return (text,)
+    cands = [c.strip() for c in _CANDIDATE.findall(text)]
+    if len(cands) == 1 or (cands and not unique):
+        return (cands[0],)
+    return None
+
+
+def _anchor_answer(text: str) -> tuple[str, ...] | None:
+    last = None
+    for m in _ANCHOR.finditer(text):
+        last = m
+    if last is None:
+        return None
+    piece = _cut_statement(text[last.end() :])
+    boxes, _ = find_boxes(piece)
+    if boxes:
+        return tuple(boxes)
+    spans = [s for s in math_spans(piece) if s]
+    if spans and not _outside_spans(piece).strip(" ,.;\"'"):
+        return tuple(spans)
+    return _statement_answers(piece, unique=False)
+
+
+def _fallback_answer(text: str) -> tuple[str, ...] | None:
+    if _INJECTION.search(text[-2000:]):
+        return None
+    statements = [s.strip() for s in _STATEMENT_END.split(_outside_spans_keep(text)) if s.strip()]
+    for back, st in enumerate(reversed(statements)):
+        if back >= 2:
+            return None
+        if re.search(r"\d", st) or math_spans(st):
+            return _statement_answers(st, unique=True)
+    return None
+
+
+def _outside_spans_keep(text: str) -> str:
+    """Protect sentence splitting from periods/newlines inside math spans (kept, but newline-free)."""
+    return _SPAN.sub(lambda m: m.group(0).replace("\n", " ").replace(". ", ".\u00a0"), text)
+
+
+def clean_tail(text: str) -> str:
+    return _HOPE.sub("", _CHAT_JUNK.sub("", text)).strip()
+
+
+def extract(text: str, *, fallback: bool = True, max_chars: int = 400_000) -> Extraction:
+    """The answer strings of a completion (see module docstring), or `answers=None`."""
+    if len(text) > max_chars:
+        return Extraction(None, "completion too long")
+    seg = final_segment(text)
+    if seg is None:
+        return Extraction(None, "unclosed <think> block")
+    seg = clean_tail(seg)
+    boxes, bad = find_boxes(seg)
+    if bad:
+        return Extraction(None, "empty or unclosed \\boxed")
+    if boxes:
+        return Extraction(tuple(dict.fromkeys(boxes)), "boxed")
+    tags = _TAG.findall(seg)
+    if tags:
+        tag = tags[-1].strip()
+        return Extraction((tag,) if tag else None, "answer tag")
+    anchored = _anchor_answer(seg)
+    if anchored:
+        return Extraction(anchored, "anchor")
+    if not fallback:
+        return Extraction(None, "no box, tag or anchor")
+    found = _fallback_answer(seg)
+    return Extraction(found, "final statement") if found else Extraction(None, "no unambiguous answer")
+
+
+def gold_answers(gold: str) -> tuple[str, ...]:
+    """The answer(s) inside a gold: a bare answer, `$…$` spans, boxes, or an anchored solution."""
+    gold = gold.strip()
+    boxes, _ = find_boxes(gold)
+    if boxes:
+        return tuple(dict.fromkeys(boxes))
+    if len(gold) > 80 or re.search(r"answer", gold, re.IGNORECASE):
+        anchored = _anchor_answer(gold)
+        if anchored:
+            return anchored
+    spans = [s for s in math_spans(gold) if s]
+    if spans and not re.search(r"[A-Za-z]{3,}", _outside_spans(gold).replace("and", "").replace("or", "")):
+        return tuple(spans)
+    if len(spans) == 1:
+        return (spans[0],)
+    if spans and len(spans) > 1:
+        return tuple(spans)
+    return (gold.strip("$ "),)
+
+
+# ----------------------------------------------------------------------------- multiple choice
+
+_LETTER_CORE = r"[\(\[]?\s*(?:\\text\{|\\textbf\{|\\mathrm\{)?\s*\(?([A-J])\)?\s*\}?\s*[\)\]]?"
+_GOLD_LETTER = re.compile(r"^\s*\(?\s*([A-J])\s*\)?(?:[\s.:]|$)")
+_MCQ_ANCHOR = re.compile(
+    r"(?:answer|réponse|答案|option|choice)\s*(?:is|est|:|：|是|为)?\s*(?:for\s+sure|definitely|clearly)?\s*"
+    r"(?:\*\*)?" + _LETTER_CORE + r"(?![A-Za-z])",
+    re.IGNORECASE,
+)
+_MCQ_START = re.compile(r"^\s*(?:\*\*)?" + _LETTER_CORE + r"(?:\*\*)?(?=[.:)。，,]|\s*$|[^\x00-\x7f])")
+_MCQ_END = re.compile(r"(?:it's|it\s+is|is|be)\s+" + _LETTER_CORE + r"\s*[.!]?\s*$", re.IGNORECASE)
+_MCQ_HEDGE = re.compile(r"^\s*(?:\)|\})*\s*(?:or\b|/|,\s*\(?[A-J]\b|and\s+\(?[A-J]\b|&|ou\b|或)", re.IGNORECASE)
+
+
+def _strip_wrappers(s: str) -> str:
+    s = s.strip().strip("$").strip()
+    for _ in range(3):
+        s = re.sub(r"^\\(?:text|textbf|mathrm|mathbf|boxed)\s*\{(.*)\}$", r"\1", s.strip(), flags=re.DOTALL)
+    return s.strip().strip(".").strip()
+
+
+def gold_letter(gold_answer: str) -> str | None:
+    """The letter of a multiple-choice gold (`C`, `(C)`, `\\text{C}`, `(D) Alina`), else None."""
+    s = _strip_wrappers(gold_answer)
+    if re.fullmatch(r"\(?([A-J])\)?", s):
+        return s.strip("()")
+    m = _GOLD_LETTER.match(s)
+    if m and (s.startswith("(") or re.match(r"^[A-J]\s+[A-Z][a-z]", s)):
+        return m.group(1)
+    return None
+
+
+def _letter_at(match: re.Match[str], text: str) -> str | None:
+    if _MCQ_HEDGE.match(text[match.end() :]):
+        return None
+    return match.group(1)
+
+
+def extract_letter(text: str) -> str | None:
+    """The single option letter a completion commits to, or None (no letter, or a hedge)."""
+    seg = final_segment(text)
+    if seg is None:
+        return None
+    seg = clean_tail(seg)
+    boxes, bad = find_boxes(seg)
+    if bad:
+        return None
+    if boxes:
+        letters = {gold_letter(b) or _strip_wrappers(b) for b in boxes}
+        if len(letters) != 1:
+            return None
+        only = letters.pop()
+        return only if re.fullmatch(r"[A-J]", only) else None
+    tags = _TAG.findall(seg)
+    if tags:
+        seg = tags[-1]
+    bare = _strip_wrappers(re.sub(r"[*_`]", "", seg))
+    if re.fullmatch(r"\(?[A-J]\)?", bare):
+        return bare.strip("()")
+    last = None
+    for m in _MCQ_ANCHOR.finditer(seg):
+        last = m
+    if last is not None:
+        return _letter_at(last, seg)
+    m = _MCQ_START.match(seg)
+    if m:
+        return _letter_at(m, seg)
+    m = _MCQ_END.search(seg)
+    if m:
+        return m.group(1)
+    return None

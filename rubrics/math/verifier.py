@@ -1,0 +1,118 @@
+"""`verify(response, gold)` → `Verdict` (answer, verdict, reason), and the plain `check_answer`.
+
+Cheapest first: normalised string → exact rationals → structured comparison without a CAS → the
+CAS worker pool under a hard deadline. Reasons: match_string, match_exact, match_structured,
+match_cas, mismatch, no_answer, parse_error, too_complex, timeout (and error for a broken gold or
+a dead worker). Deterministic: the same inputs give the same verdict in any thread or process.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from rubrics.math.extract import extract, extract_letter, gold_answers, gold_letter
+from rubrics.math.normalize import normalize
+from rubrics.math.numeric import cheap_numbers
+from rubrics.math.policy import DEFAULT_POLICY, MathPolicy
+from rubrics.math.pool import CasPool, default_pool
+from rubrics.math.structure import Leaf, NeedCAS, Node, TooComplex, _group, compare, parse_answer
+
+REASONS = ("match_string", "match_exact", "match_structured", "match_cas", "mismatch", "no_answer",
+           "parse_error", "too_complex", "timeout", "error")
+COUNTERS: Counter[str] = Counter()  # reason -> count, for metrics
+
+
+@dataclass(frozen=True)
+class Verdict:
+    correct: bool
+    reason: str
+    answer: str | None = None  # the extracted prediction (joined with " | " when several)
+    detail: str = ""
+
+    @property
+    def verified(self) -> bool:
+        """False when the check could not complete (timeout or error): not a real zero."""
+        return self.reason not in ("timeout", "error")
+
+
+def _done(v: Verdict) -> Verdict:
+    COUNTERS[v.reason] += 1
+    return v
+
+
+def _structure(answers: tuple[str, ...], policy: MathPolicy) -> Node:
+    return _group([parse_answer(normalize(a, policy)) for a in answers], flatten=True)
+
+
+def verify(response: str, gold: str, policy: MathPolicy = DEFAULT_POLICY, pool: CasPool | None = None) -> Verdict:
+    """Grade one completion (or bare answer) against one gold answer. Never raises for model output."""
+    golds = gold_answers(str(gold))
+    if not any(g.strip() for g in golds):
+        return _done(Verdict(False, "error", detail="empty gold"))
+    letter = gold_letter(golds[0]) if len(golds) == 1 else None
+    if letter is not None:
+        got = extract_letter(response)
+        if got is None:
+            return _done(Verdict(False, "no_answer", detail="no single option letter"))
+        return _done(Verdict(got == letter, "match_string" if got == letter else "mismatch", got))
+    ext = extract(response, fallback=policy.prose_fallback, max_chars=policy.max_chars)
+    if ext.answers is None:
+        return _done(Verdict(False, "no_answer", detail=ext.how))
+    shown = " | ".join(ext.answers)[:500]
+    p_norm = [normalize(a, policy) for a in ext.answers]
+    g_norm = [normalize(g, policy) for g in golds]
+    if sorted(set(p_norm)) == sorted(set(g_norm)) and all(p_norm):
+        return _done(Verdict(True, "match_string", shown))
+    if any(len(a) > policy.max_answer_chars for a in p_norm + g_norm):
+        return _done(Verdict(False, "too_complex", shown, "answer too long"))
+    try:
+        pred_node = _group([parse_answer(a) for a in p_norm], flatten=True)
+        gold_node = _group([parse_answer(g) for g in g_norm], flatten=True)
+    except (TooComplex, RecursionError) as exc:
+        return _done(Verdict(False, "too_complex", shown, str(exc)))
+    used_numbers = []
+
+    def cheap_leaf(p: str, g: str, kind: str) -> bool:
+        if kind != "value":
+            raise NeedCAS
+        quick = cheap_numbers(p, g, policy)
+        if quick is not None:
+            used_numbers.append(quick)
+            return quick
+        if _is_bare_symbol(p) != _is_bare_symbol(g) and (_is_number(p) or _is_number(g)):
+            return False
+        raise NeedCAS
+
+    try:
+        ok = compare(pred_node, gold_node, cheap_leaf, policy.relation_direction)
+    except NeedCAS:
+        ok = None
+    except (TooComplex, RecursionError) as exc:
+        return _done(Verdict(False, "too_complex", shown, str(exc)))
+    if ok is not None:
+        if not ok:
+            return _done(Verdict(False, "mismatch", shown))
+        simple = isinstance(pred_node, Leaf) and isinstance(gold_node, Leaf)
+        return _done(Verdict(True, "match_exact" if simple else "match_structured", shown))
+    outcome = (pool or default_pool()).run((pred_node, gold_node, policy), policy.cas_timeout_s)
+    if outcome.status == "timeout":
+        return _done(Verdict(False, "timeout", shown, outcome.detail))
+    if outcome.status != "ok":
+        return _done(Verdict(False, "error", shown, outcome.detail))
+    correct, reason = outcome.value
+    return _done(Verdict(bool(correct), reason, shown))
+
+
+def _is_bare_symbol(s: str) -> bool:
+    return bool(re.fullmatch(r"\s*[A-Za-z]\s*", s))
+
+
+def _is_number(s: str) -> bool:
+    return bool(re.fullmatch(r"\s*-?\d+(?:\.\d+)?\s*", s))
+
+
+def check_answer(response: str, gold: str) -> bool:
+    """True when `response` (a whole completion or a bare answer) answers `gold` (default policy)."""
+    return verify(response, gold).correct
