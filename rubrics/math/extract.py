@@ -49,9 +49,11 @@ _HEDGE = re.compile(
 _COPULA = re.compile(
     r"(?<![A-Za-z])(?:is|are|equals|est|es|be|it's)(?![A-Za-z])|是|为|：|=|:(?!\d)", re.IGNORECASE
 )
-_STATEMENT_END = re.compile(r"(?<=[.!?])\s+(?=\S)|[。।\n]+")
+_STATEMENT_END = re.compile(r"(?<=[.!?])\s+(?=\S)|(?<=\$\$)\s+(?=[A-Z])|(?<=\\\])\s+(?=[A-Z])|[。।\n]+")
+_CLAUSE = re.compile(r"(?:所以|因此|इसलिए|لذا|(?<![A-Za-z])(?:therefore|thus|hence|so|donc)(?![A-Za-z]))", re.IGNORECASE)
 _CANDIDATE = re.compile(
-    r"\\frac\{[^{}]*\}\{[^{}]*\}|-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+(?:\.\d+)?)?\s*%?|-?\.\d+"
+    r"\\frac\{[^{}]*\}\{[^{}]*\}|(?<![A-Za-z\d.])(?:-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+(?:\.\d+)?)?\s*%?"
+    r"|-?\.\d+)(?![A-Za-z\d])"
 )
 
 
@@ -134,10 +136,16 @@ def _outside_spans(text: str) -> str:
 
 
 def _after_copula(piece: str) -> str:
+    from rubrics.math.structure import _depths
+
+    if piece.startswith("(") and piece.endswith(")") and piece.count("(") == 1:
+        piece = piece[1:-1].strip()
     prose = _outside_spans(piece)
+    depth = _depths(prose)
     last = None
     for m in _COPULA.finditer(prose):
-        last = m
+        if depth[m.start()] == 0:
+            last = m
     if last is None:
         return piece
     after = piece[last.end() :].strip()
@@ -159,12 +167,12 @@ def _statement_answers(piece: str, *, unique: bool) -> tuple[str, ...] | None:
         if unique and len(spans) > 1 and re.search(r"[A-Za-z]{3,}", prose.replace("and", "")):
             return None
         return tuple(spans)
-    text = piece.strip().strip(".;:,!")
+    text = piece.strip().rstrip(".;:,!")
     if not text:
         return None
     if not re.search(r"[A-Za-z\u00C0-\uFFFF]{3,}", re.sub(r"\\[A-Za-z]+", "", text)):
         return (text,)
-    cands = [c.strip() for c in _CANDIDATE.findall(text)]
+    cands = list(dict.fromkeys(c.strip() for c in _CANDIDATE.findall(text)))
     if len(cands) == 1 or (cands and not unique):
         return (cands[0],)
     return None
@@ -186,6 +194,43 @@ def _anchor_answer(text: str) -> tuple[str, ...] | None:
     return _statement_answers(piece, unique=False)
 
 
+def _late_anchor(seg: str) -> tuple[str, ...] | None:
+    """An anchored answer written after the last box (the completion's final commitment)."""
+    last_box = None
+    for last_box in _BOX.finditer(seg):
+        pass
+    last_anchor = None
+    for last_anchor in _ANCHOR.finditer(seg):
+        pass
+    if last_box is None or last_anchor is None or last_anchor.start() < last_box.start():
+        return None
+    end = match_brace(seg, last_box.end()) if seg[last_box.end() : last_box.end() + 1] == "{" else last_box.end()
+    if last_anchor.start() < end:
+        return None
+    return _anchor_answer(seg[last_anchor.start() :])
+
+
+_PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{4,}|[^\x00-\x7f]{2,}")
+_KNOWN_WORDS = {"sqrt", "frac", "infty", "cdot", "times", "left", "right", "begin", "end", "pmatrix", "bmatrix",
+                "matrix", "array", "text", "mathrm", "textbf", "boxed", "arcsin", "arccos", "arctan", "sinh",
+                "cosh", "tanh", "percent", "percentage", "emptyset", "varnothing"}
+
+
+def _bare_answer(seg: str) -> str | None:
+    """The whole text when it is one short answer (a lone math span, or math without prose)."""
+    s = seg.strip()
+    if not s or len(s) > 300:
+        return None
+    spans = math_spans(s)
+    if len(spans) == 1 and not _outside_spans(s).strip(" .,;"):
+        return spans[0]
+    if spans:
+        return None
+    plain = re.sub(r"\\(?:text|textbf|mathrm|mbox)\s*\{[^{}]*\}", " ", s)
+    words = [w for w in _PROSE_WORD.findall(plain) if w.lower() not in _KNOWN_WORDS]
+    return None if words else s
+
+
 def _fallback_answer(text: str) -> tuple[str, ...] | None:
     if _INJECTION.search(text[-2000:]):
         return None
@@ -194,7 +239,8 @@ def _fallback_answer(text: str) -> tuple[str, ...] | None:
         if back >= 2:
             return None
         if re.search(r"\d", st) or math_spans(st):
-            return _statement_answers(st, unique=True)
+            clauses = [c for c in _CLAUSE.split(st) if re.search(r"\d", c) or math_spans(c)]
+            return _statement_answers(clauses[-1] if clauses else st, unique=True)
     return None
 
 
@@ -219,6 +265,9 @@ def extract(text: str, *, fallback: bool = True, max_chars: int = 400_000) -> Ex
     if bad:
         return Extraction(None, "empty or unclosed \\boxed")
     if boxes:
+        late = _late_anchor(seg)
+        if late:
+            return Extraction(late, "anchor after the boxes")
         return Extraction(tuple(dict.fromkeys(boxes)), "boxed")
     tags = _TAG.findall(seg)
     if tags:
@@ -227,6 +276,9 @@ def extract(text: str, *, fallback: bool = True, max_chars: int = 400_000) -> Ex
     anchored = _anchor_answer(seg)
     if anchored:
         return Extraction(anchored, "anchor")
+    bare = _bare_answer(seg)
+    if bare:
+        return Extraction((bare,), "bare answer")
     if not fallback:
         return Extraction(None, "no box, tag or anchor")
     found = _fallback_answer(seg)
@@ -276,6 +328,9 @@ def _strip_wrappers(s: str) -> str:
 
 def gold_letter(gold_answer: str) -> str | None:
     """The letter of a multiple-choice gold (`C`, `(C)`, `\\text{C}`, `(D) Alina`), else None."""
+    anchored = re.search(r"answer\s*(?:is|:)\s*\(?([A-J])\)?(?:\s+[A-Z][a-z]+)?\s*$", gold_answer)
+    if anchored:
+        return anchored.group(1)
     s = _strip_wrappers(gold_answer)
     if re.fullmatch(r"\(?([A-J])\)?", s):
         return s.strip("()")

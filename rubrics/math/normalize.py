@@ -28,7 +28,7 @@ _UNIT_WORDS = (
     "yuan|euros?|points?|people|persons?|students?|ways|times|mph|km/h|m/s|cm\\^2|m\\^2|cm\\^3|m\\^3"
 )
 _TRAILING_WORDS = re.compile(r"(?<=[\d}\)a-z])\s*(?:\\(?:text|mbox|textnormal|mathrm|textit|rm)\s*\{\s*(?:"
-                             + _UNIT_WORDS + r")(?:\s+(?:" + _UNIT_WORDS + r"))*\s*\}(?:\^\{?[23]\}?)?|\s+(?:"
+                             + _UNIT_WORDS + r")(?:\s+(?:" + _UNIT_WORDS + r"))*\s*\}(?:\^\{?[23]\}?)?|(?:(?<=\d)\s*|\s+)(?:"
                              + _UNIT_WORDS + r")(?:\s+(?:" + _UNIT_WORDS + r"))*(?:\^\{?[23]\}?)?)\s*$")
 
 
@@ -55,8 +55,8 @@ def normalize(ans: str, policy: MathPolicy) -> str:
     s = re.sub(r"\\gt(?![A-Za-z])", ">", s)
     s = s.replace("<=", r"\leq ").replace(">=", r"\geq ").replace("!=", r"\neq ")
     # thousands separators that cannot be list commas
-    s = re.sub(r"(?<=\d)(?:\{,\}|,\\!\s*|\\,|\\!|\\ |~)(?=\d{3}(?!\d))", "", s)
-    s = re.sub(r"\\[,;:! ]|\\q?quad(?![A-Za-z])|~", " ", s)
+    s = re.sub(r"(?<=\d)(?:\{,\}|,\\!\s*|(?<!\\)\\,|(?<!\\)\\!|(?<!\\)\\ |~)(?=\d{3}(?!\d))", "", s)
+    s = re.sub(r"(?<!\\)\\[,;:! ]|\\q?quad|~", " ", s)
     s = re.sub(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|\\degree", " ", s)
     if re.search(r"\\%|%|percent(?:age)?|pct", s):
         s = re.sub(r"\s*(?:\\%|%|\bpercent(?:age)?\b|\bpct\b)", "%", s)
@@ -66,6 +66,7 @@ def normalize(ans: str, policy: MathPolicy) -> str:
         s = s.rstrip(" .;,")
         s = _TRAILING_WORDS.sub("", s)
     s = re.sub(r"^(?:(?:and|or)\s+)+", "", s)
+    s = re.sub(r"(?<=\d)\s*[^\x00-\x7f]+$", "", s).rstrip("\\ ")
     # thousands commas in plain numbers at top level: 12,345,678 (first group 1-3 digits, no spaces)
     if not re.search(r"[\(\[\{]", s):
         s = re.sub(r"(?<![\d.,])([1-9]\d{0,2})((?:,\d{3})+)(?![\d,])(?=\.\d|[^\d,]|$)",

@@ -63,6 +63,8 @@ class Rel:
 class Assign:
     name: str
     value: object
+    lhs: str = ""
+    rhs: str = ""
 
 
 @dataclass(frozen=True)
@@ -190,7 +192,7 @@ def parse_item(t: str) -> Node:
         pieces = split_top(t, re.compile(r"\\cup(?![A-Za-z])"))
         if len(pieces) > 1:
             return Union(tuple(parse_item(p) for p in pieces))
-    if re.search(r"\\[pm]p(?![A-Za-z])", t):
+    if re.search(r"\\(?:pm|mp)(?![A-Za-z])", t):
         if t.count("\\pm") + t.count("\\mp") > 1:
             raise TooComplex("several \\pm")
         plus, minus = re.sub(r"\\pm|\\mp", "+", t), re.sub(r"\\pm|\\mp", "-", t)
@@ -247,7 +249,7 @@ def _relation(t: str, rels: list[re.Match[str]]) -> Node:
     if "~" in ops or "in" in ops:
         return Text(text_key(t))
     if all(o == "=" for o in ops) and is_name(parts[0]):
-        return Assign(text_key(parts[0]), parse_item(parts[-1]))
+        return Assign(text_key(parts[0]), parse_item(parts[-1]), parts[0], parts[-1])
     return Rel(tuple(parts), tuple(ops))
 
 
@@ -279,13 +281,15 @@ def rel_to_interval(r: Rel) -> Node | None:
 
 def compare(pred: Node, gold: Node, leaf: LeafCmp, direction: str = "gold_to_pred") -> bool:
     """True when `pred` answers `gold` (see module docstring). `leaf` may raise NeedCAS."""
+    if isinstance(gold, Assign) and isinstance(pred, Rel):
+        return _compare_rel(pred, Rel((gold.lhs, gold.rhs), ("=",)), leaf)
     if isinstance(gold, Assign) and not isinstance(pred, Assign):
         return compare(pred, gold.value, leaf, direction)
     if isinstance(pred, Assign):
         if isinstance(gold, Assign):
             return pred.name == gold.name and compare(pred.value, gold.value, leaf, direction)
         if isinstance(gold, Rel):
-            return False
+            return _compare_rel(Rel((pred.lhs, pred.rhs), ("=",)), gold, leaf)
         return compare(pred.value, gold, leaf, direction)
     if isinstance(pred, Text) or isinstance(gold, Text):
         return _key(pred) == _key(gold) and _key(gold) != ""
@@ -293,7 +297,7 @@ def compare(pred: Node, gold: Node, leaf: LeafCmp, direction: str = "gold_to_pre
         as_set = rel_to_interval(gold)
         return as_set is not None and compare(pred, as_set, leaf, direction)
     if isinstance(pred, Rel) and not isinstance(gold, Rel):
-        if all(o == "=" for o in pred.ops) and not re.search(r"[A-Za-z]", pred.parts[0]):
+        if all(o == "=" for o in pred.ops) and not re.search(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", pred.parts[0])):
             return compare(parse_item(pred.parts[-1]), gold, leaf, direction)
         as_set = rel_to_interval(pred) if direction == "both" else None
         return as_set is not None and compare(as_set, gold, leaf, direction)
