@@ -304,12 +304,16 @@ def _bits(e) -> float:
     if e.is_Atom:
         return 8.0
     if isinstance(e, sp.Pow):
-        b, x = _bits(e.base), _bits(e.exp)
         if e.base in (sp.Integer(1), sp.Integer(-1), sp.Integer(0)):
             return 1.0
-        if x > 24:
+        b, x = _bits(e.base), _bits(e.exp)
+        if x > 64:
             raise TooComplex("power tower")
-        out = b * 2.0**x
+        if e.exp.free_symbols:
+            out = b * 64.0
+        else:
+            value = _finite(e.exp.evalf(15))  # safe: the exponent's own integers are small
+            out = b * max(abs(value) if value is not None else 2.0**x, 1.0)
     elif isinstance(e, sp.factorial):
         n = _bits(e.args[0])
         if n > 14:

@@ -210,10 +210,12 @@ def _late_anchor(seg: str) -> tuple[str, ...] | None:
     return _anchor_answer(seg[last_anchor.start() :])
 
 
-_PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{4,}|[^\x00-\x7f]{2,}")
+_PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}|[^\x00-\x7f]{2,}")
 _KNOWN_WORDS = {"sqrt", "frac", "infty", "cdot", "times", "left", "right", "begin", "end", "pmatrix", "bmatrix",
                 "matrix", "array", "text", "mathrm", "textbf", "boxed", "arcsin", "arccos", "arctan", "sinh",
-                "cosh", "tanh", "percent", "percentage", "emptyset", "varnothing"}
+                "cosh", "tanh", "percent", "percentage", "emptyset", "varnothing", "sin", "cos", "tan", "sec", "csc",
+                "cot", "log", "exp", "max", "min", "gcd", "lcm", "mod", "det", "and", "pct", "deg", "pmod",
+                "cup", "cap", "pmatrix", "units", "unit"}
 
 
 def _bare_answer(seg: str) -> str | None:

@@ -28,8 +28,9 @@ _UNIT_WORDS = (
     "yuan|euros?|points?|people|persons?|students?|ways|times|mph|km/h|m/s|cm\\^2|m\\^2|cm\\^3|m\\^3"
 )
 _TRAILING_WORDS = re.compile(r"(?<=[\d}\)a-z])\s*(?:\\(?:text|mbox|textnormal|mathrm|textit|rm)\s*\{\s*(?:"
-                             + _UNIT_WORDS + r")(?:\s+(?:" + _UNIT_WORDS + r"))*\s*\}(?:\^\{?[23]\}?)?|(?:(?<=\d)\s*|\s+)(?:"
-                             + _UNIT_WORDS + r")(?:\s+(?:" + _UNIT_WORDS + r"))*(?:\^\{?[23]\}?)?)\s*$")
+                             + _UNIT_WORDS + r")(?:\s+(?:" + _UNIT_WORDS + r"))*\s*\}(?:\^\{?[23]\}?)?|\s+(?:"
+                             + _UNIT_WORDS + r")(?:\s+(?:" + _UNIT_WORDS + r"))*(?:\s*\^?\{?[23]\}?)?"
+                             r"|(?<=\d)(?:cm|mm|km|kg|ml|ft|m(?=\^?\{?[23]))(?:\^?\{?[23]\}?)?)\s*$")
 
 
 def _unwrap_text(s: str) -> str:
@@ -41,7 +42,11 @@ def _unwrap_text(s: str) -> str:
 def normalize(ans: str, policy: MathPolicy) -> str:
     """Canonical text of one answer; equal strings mean equal answers (`match_string`)."""
     s = unicodedata.normalize("NFKC", ans.translate(_SPACES))
-    s = re.sub(r"\\\\(?=[A-Za-z])", r"\\", s)  # double-escaped commands (\\frac -> \frac)
+    runs = re.findall(r"(\\+)(?=[A-Za-z])", s)
+    if runs and all(len(r) % 2 == 0 for r in runs):  # wholly double-escaped (\\frac -> \frac)
+        s = re.sub(r"\\\\(?=[A-Za-z])", r"\\", s)
+    s = re.sub(r"(?<!\\)\\\\(?=(?:[dtc]?frac|sqrt|left|right|text|mathrm|boxed|cdot|times|pi|infty|leq?|geq?|neq|pm)"
+               r"(?![A-Za-z]))", r"\\", s)
     s = s.replace("\\$", " ").replace("$", " ").replace("€", " ").replace("£", " ")
     s = re.sub(r"\\[\(\)\[\]]", " ", s)
     s = re.sub(r"\\(?:left|right|big|Big|bigg|Bigg)(?![A-Za-z])\s*", "", s)
@@ -66,7 +71,7 @@ def normalize(ans: str, policy: MathPolicy) -> str:
         s = s.rstrip(" .;,")
         s = _TRAILING_WORDS.sub("", s)
     s = re.sub(r"^(?:(?:and|or)\s+)+", "", s)
-    s = re.sub(r"(?<=\d)\s*[^\x00-\x7f]+$", "", s).rstrip("\\ ")
+    s = re.sub(r"(?<=[\d)}])\s*[^\x00-\x7f]+$", "", s).rstrip("\\ ")
     # thousands commas in plain numbers at top level: 12,345,678 (first group 1-3 digits, no spaces)
     if not re.search(r"[\(\[\{]", s):
         s = re.sub(r"(?<![\d.,])([1-9]\d{0,2})((?:,\d{3})+)(?![\d,])(?=\.\d|[^\d,]|$)",

@@ -181,7 +181,7 @@ def parse_item(t: str) -> Node:
     m = _MATRIX.match(_strip_brackets(t))
     if m:
         rows = [r for r in re.split(r"\\\\", m.group(1)) if r.strip()]
-        return Matrix(tuple(tuple(Leaf(c.strip()) for c in r.split("&")) for r in rows))
+        return Matrix(tuple(tuple(Leaf(c.strip().rstrip("\\").strip()) for c in r.split("&")) for r in rows))
     rel = [m for m in _REL.finditer(t)]
     if rel:
         depth = _depths(t)
