@@ -135,6 +135,9 @@ class _Reader:
         out = self.atom()
         while self.peek() == "!":
             self.take()
+            literal = re.fullmatch(r"\((\d+)\)", out)
+            if literal and int(literal.group(1)) > 5000:
+                raise TooComplex("factorial too large")
             out = f"factorial({out})"
         return out
 

@@ -98,9 +98,13 @@ def find_boxes(text: str) -> tuple[list[str], bool]:
             content = text[i + 1 : j].strip()
             pos = j + 1
         else:
-            tok = re.match(r"[^\s$}]+", text[i:])
-            content = tok.group(0).rstrip(".,;") if tok else ""
-            pos = i + (tok.end() if tok else 0)
+            # `\boxed 5` form: only a number or a lone letter (never "\boxed and …" in an instruction)
+            tok = re.match(r"[-+]?\d[\d.,/]*|[A-Za-z](?![A-Za-z])", text[i:])
+            if not tok or m.group(0).endswith(("boxed", "fbox")):
+                pos = i
+                continue
+            content = tok.group(0).rstrip(".,;")
+            pos = i + tok.end()
         if content:
             boxes.append(content)
         else:
@@ -215,7 +219,10 @@ _KNOWN_WORDS = {"sqrt", "frac", "infty", "cdot", "times", "left", "right", "begi
                 "matrix", "array", "text", "mathrm", "textbf", "boxed", "arcsin", "arccos", "arctan", "sinh",
                 "cosh", "tanh", "percent", "percentage", "emptyset", "varnothing", "sin", "cos", "tan", "sec", "csc",
                 "cot", "log", "exp", "max", "min", "gcd", "lcm", "mod", "det", "and", "pct", "deg", "pmod",
-                "cup", "cap", "pmatrix", "units", "unit"}
+                "cup", "cap", "pmatrix", "units", "unit", "square", "cubic", "feet", "foot", "inches", "inch",
+                "meters", "meter", "metres", "miles", "mile", "yards", "degrees", "degree", "dollars", "dollar",
+                "cents", "yuan", "euros", "hours", "hour", "minutes", "seconds", "days", "weeks", "years", "grams",
+                "kilograms", "liters", "litres", "points", "mph", "sqrt", "text"}
 
 
 def _bare_answer(seg: str) -> str | None:
@@ -224,8 +231,11 @@ def _bare_answer(seg: str) -> str | None:
     if not s or len(s) > 300:
         return None
     spans = math_spans(s)
-    if len(spans) == 1 and not _outside_spans(s).strip(" .,;"):
+    outside = _outside_spans(s).strip(" .,;")
+    if len(spans) == 1 and not outside:
         return spans[0]
+    if len(spans) == 1 and re.fullmatch(r"(?:%|\\%|percent(?:age)?|pct|[a-z]{1,2}|degrees?|units?|dollars?)", outside):
+        return spans[0] + " " + outside
     if spans:
         return None
     plain = re.sub(r"\\(?:text|textbf|mathrm|mbox)\s*\{[^{}]*\}", " ", s)
@@ -233,7 +243,13 @@ def _bare_answer(seg: str) -> str | None:
     return None if words else s
 
 
+_MARKER = re.compile(r"\*\*|(?<![A-Za-z])(?:is|are|equals|est|es|be|it's|therefore|thus|hence|so|donc|hay|find|found|get|got|obtain|"
+                     r"obtained|gives?|yields?|conclude|results?\s+in)(?![A-Za-z])"
+                     r"|=|:|：|是|为|所以|因此|答案|इसलिए|لذا|هو", re.IGNORECASE)
+
+
 def _fallback_answer(text: str) -> tuple[str, ...] | None:
+    """The final statement's one candidate; the statement must conclude (copula, 'so', '=', bold)."""
     if _INJECTION.search(text[-2000:]):
         return None
     statements = [s.strip() for s in _STATEMENT_END.split(_outside_spans_keep(text)) if s.strip()]
@@ -241,6 +257,8 @@ def _fallback_answer(text: str) -> tuple[str, ...] | None:
         if back >= 2:
             return None
         if re.search(r"\d", st) or math_spans(st):
+            if not _MARKER.search(_outside_spans(st)) and not re.search(r"\*\*", st):
+                return None
             clauses = [c for c in _CLAUSE.split(st) if re.search(r"\d", c) or math_spans(c)]
             return _statement_answers(clauses[-1] if clauses else st, unique=True)
     return None
@@ -277,6 +295,8 @@ def extract(text: str, *, fallback: bool = True, max_chars: int = 400_000) -> Ex
         return Extraction((tag,) if tag else None, "answer tag")
     anchored = _anchor_answer(seg)
     if anchored:
+        if _INJECTION.search(seg[-2000:]):
+            return Extraction(None, "anchored answer next to grader-directed text")
         return Extraction(anchored, "anchor")
     bare = _bare_answer(seg)
     if bare:

@@ -66,6 +66,9 @@ def normalize(ans: str, policy: MathPolicy) -> str:
     if re.search(r"\\%|%|percent(?:age)?|pct", s):
         s = re.sub(r"\s*(?:\\%|%|\bpercent(?:age)?\b|\bpct\b)", "%", s)
     s = _unwrap_text(s)
+    for _ in range(3):
+        s = re.sub(r"\\(?:boxed|fbox)\s*\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}", r"\1", s)
+    s = re.sub(r"([\^_])\{\s*([A-Za-z0-9])\s*\}", r"\1\2", s)
     s = re.sub(r"\s+", " ", s).strip()
     for _ in range(2):
         s = s.rstrip(" .;,")
