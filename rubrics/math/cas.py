@@ -28,12 +28,58 @@ class ConvertError(ValueError):
     """The text is not an expression this reader understands (compared as a string instead)."""
 
 
-_FUNCS = {"sin": "sin", "cos": "cos", "tan": "tan", "sec": "sec", "csc": "csc", "cot": "cot",
-          "arcsin": "asin", "arccos": "acos", "arctan": "atan", "sinh": "sinh", "cosh": "cosh",
-          "tanh": "tanh", "ln": "log", "log": "log", "exp": "exp", "sqrt": "sqrt"}
-_GREEK = {"alpha", "beta", "gamma", "delta", "epsilon", "varepsilon", "theta", "vartheta", "lambda", "mu", "nu",
-          "xi", "rho", "sigma", "tau", "phi", "varphi", "chi", "psi", "omega", "Gamma", "Delta", "Theta",
-          "Lambda", "Sigma", "Phi", "Psi", "Omega", "eta", "kappa", "zeta", "iota"}
+_FUNCS = {
+    "sin": "sin",
+    "cos": "cos",
+    "tan": "tan",
+    "sec": "sec",
+    "csc": "csc",
+    "cot": "cot",
+    "arcsin": "asin",
+    "arccos": "acos",
+    "arctan": "atan",
+    "sinh": "sinh",
+    "cosh": "cosh",
+    "tanh": "tanh",
+    "ln": "log",
+    "log": "log",
+    "exp": "exp",
+    "sqrt": "sqrt",
+}
+_GREEK = {
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "epsilon",
+    "varepsilon",
+    "theta",
+    "vartheta",
+    "lambda",
+    "mu",
+    "nu",
+    "xi",
+    "rho",
+    "sigma",
+    "tau",
+    "phi",
+    "varphi",
+    "chi",
+    "psi",
+    "omega",
+    "Gamma",
+    "Delta",
+    "Theta",
+    "Lambda",
+    "Sigma",
+    "Phi",
+    "Psi",
+    "Omega",
+    "eta",
+    "kappa",
+    "zeta",
+    "iota",
+}
 _PY_NAMES = ("sqrt", "exp", "sin", "cos", "tan", "log", "ln", "pi")
 _TOKEN = re.compile(r"\s*(\\[A-Za-z]+|\\[{}|]|\d+\.?\d*|\.\d+|\*\*|[A-Za-z]|[-+*/^_()\[\]{}|!,])")
 
@@ -44,7 +90,7 @@ def _tokens(s: str) -> list[str]:
     while pos < len(s):
         m = _TOKEN.match(s, pos)
         if not m:
-            raise ConvertError(f"unexpected {s[pos:pos + 10]!r}")
+            raise ConvertError(f"unexpected {s[pos : pos + 10]!r}")
         out.append(m.group(1))
         pos = m.end()
         while pos < len(s) and s[pos].isspace():
@@ -98,8 +144,11 @@ class _Reader:
             return self.abs_open == 0
         if tok.startswith("\\"):
             name = tok[1:]
-            return name in _FUNCS or name in _GREEK or name in ("frac", "sqrt", "pi", "infty", "binom", "lfloor",
-                                                              "lceil", "{", "|")
+            return (
+                name in _FUNCS
+                or name in _GREEK
+                or name in ("frac", "sqrt", "pi", "infty", "binom", "lfloor", "lceil", "{", "|")
+            )
         return tok[0].isalnum() or tok in ("(", "[", "{") or tok[0] == "."
 
     def term(self) -> str:
@@ -290,10 +339,42 @@ def _sympy():
 
 def _namespace(symbols: set[str]) -> dict:
     sp = _sympy()[0]
-    ns = {name: getattr(sp, name) for name in ("sin", "cos", "tan", "sec", "csc", "cot", "asin", "acos", "atan",
-                                               "sinh", "cosh", "tanh", "log", "exp", "sqrt", "Abs", "factorial",
-                                               "binomial", "floor", "ceiling", "pi", "E", "I", "oo", "Integer",
-                                               "Rational", "Float", "Add", "Mul", "Pow", "Symbol")}
+    ns = {
+        name: getattr(sp, name)
+        for name in (
+            "sin",
+            "cos",
+            "tan",
+            "sec",
+            "csc",
+            "cot",
+            "asin",
+            "acos",
+            "atan",
+            "sinh",
+            "cosh",
+            "tanh",
+            "log",
+            "exp",
+            "sqrt",
+            "Abs",
+            "factorial",
+            "binomial",
+            "floor",
+            "ceiling",
+            "pi",
+            "E",
+            "I",
+            "oo",
+            "Integer",
+            "Rational",
+            "Float",
+            "Add",
+            "Mul",
+            "Pow",
+            "Symbol",
+        )
+    }
     for name in symbols:
         ns[name] = sp.Symbol(name)
     return ns
@@ -343,8 +424,13 @@ def to_sympy(text: str):
     sp, parse_expr, transforms = _sympy()
     code, symbols = to_python(text)
     ns = _namespace(symbols)
-    lazy = parse_expr(code, local_dict=dict(ns), global_dict={"__builtins__": {}}, transformations=transforms,
-                      evaluate=False)
+    lazy = parse_expr(
+        code,
+        local_dict=dict(ns),
+        global_dict={"__builtins__": {}},
+        transformations=transforms,
+        evaluate=False,
+    )
     _bits(lazy)
     return parse_expr(code, local_dict=dict(ns), global_dict={"__builtins__": {}}, transformations=transforms)
 
@@ -364,8 +450,12 @@ def _finite(z) -> complex | None:
     return c
 
 
-_POINTS = ((0.5377, 1.8339, 2.2588, 0.8622, 1.3188), (1.3077, 0.4336, 2.3426, 3.5784, 2.7694),
-           (0.6715, 1.2075, 0.7172, 1.6302, 0.4889), (2.0347, 0.7269, 1.3034, 0.2939, 1.7873))
+_POINTS = (
+    (0.5377, 1.8339, 2.2588, 0.8622, 1.3188),
+    (1.3077, 0.4336, 2.3426, 3.5784, 2.7694),
+    (0.6715, 1.2075, 0.7172, 1.6302, 0.4889),
+    (2.0347, 0.7269, 1.3034, 0.2939, 1.7873),
+)
 
 
 def _at_points(expr_a, expr_b, symbols: list) -> list[tuple[complex, complex]]:
@@ -394,7 +484,7 @@ def values_equal(pred: str, gold: str) -> bool:
     if _has_bad(p) or _has_bad(g):
         return False
     if p == g:
-        return not (p.has(sp.oo) and False)
+        return True
     p_num, g_num = _plain_num(pred), _plain_num(gold)
     free = sorted(p.free_symbols | g.free_symbols, key=str)
     if not free:
@@ -402,17 +492,12 @@ def values_equal(pred: str, gold: str) -> bool:
             return p == g
         pv, gv = p.evalf(60), g.evalf(60)
         if p_num or g_num:
-            try:
-                approx = sp.Rational(str(pv)) if g_num else sp.Rational(str(gv))
-            except (TypeError, ValueError):
+            exact = g if p_num is not None else p
+            value = _finite(exact.evalf(60))
+            if value is None or abs(value.imag) > 0 or not exact.is_real:
                 return False
-            exact = g if g_num is None else p
-            if not exact.is_real:
-                return False
-            ex = sp.Rational(str(sp.N(exact, 60)))
-            if g_num:
-                return close(Num(_frac(ex), -1, 0), g_num)
-            return close(p_num, Num(_frac(ex), -1, 0)) if p_num else False
+            as_num = Num(_frac(sp.Rational(str(sp.N(exact, 60)))), -1, 0)
+            return close(p_num, as_num) if p_num is not None else close(as_num, g_num)
         diff = sp.expand(p - g) if max(len(str(p)), len(str(g))) < 300 else p - g
         if diff == 0:
             return True
@@ -441,7 +526,6 @@ def _frac(r):
 
 def relations_equal(pred_diff: str, gold_diff: str, positive: bool) -> bool:
     """`pred_diff = c · gold_diff` for one constant c ≠ 0 (c > 0 when `positive`)."""
-    sp = _sympy()[0]
     p, g = to_sympy(pred_diff), to_sympy(gold_diff)
     if _has_bad(p) or _has_bad(g):
         return False

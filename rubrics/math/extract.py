@@ -25,9 +25,6 @@ from rubrics.text import final_segment
 
 _BOX = re.compile(r"\\(?:boxed|fbox)\b\s*")
 _TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
-_SPAN = re.compile(
-    r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]|\*\*(.+?)\*\*", re.DOTALL
-)
 _ANCHOR = re.compile(
     r"(?:final\s+answer|the\s+answer|answer)\s*(?:is|are|should\s+be|would\s+be|:|：|=)\s*"
     r"|\banswer\s*(?=\$|\\\(|\\\[)"
@@ -50,7 +47,9 @@ _COPULA = re.compile(
     r"(?<![A-Za-z])(?:is|are|equals|est|es|be|it's)(?![A-Za-z])|是|为|：|=|:(?!\d)", re.IGNORECASE
 )
 _STATEMENT_END = re.compile(r"(?<=[.!?])\s+(?=\S)|(?<=\$\$)\s+(?=[A-Z])|(?<=\\\])\s+(?=[A-Z])|[。।\n]+")
-_CLAUSE = re.compile(r"(?:所以|因此|इसलिए|لذا|(?<![A-Za-z])(?:therefore|thus|hence|so|donc)(?![A-Za-z]))", re.IGNORECASE)
+_CLAUSE = re.compile(
+    r"(?:所以|因此|इसलिए|لذا|(?<![A-Za-z])(?:therefore|thus|hence|so|donc)(?![A-Za-z]))", re.IGNORECASE
+)
 _CANDIDATE = re.compile(
     r"\\frac\{[^{}]*\}\{[^{}]*\}|(?<![A-Za-z\d.])(?:-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+(?:\.\d+)?)?\s*%?"
     r"|-?\.\d+)(?![A-Za-z\d])"
@@ -111,8 +110,52 @@ def find_boxes(text: str) -> tuple[list[str], bool]:
             bad = True
 
 
+_OPENER = re.compile(r"(?<!\\)\$\$|(?<!\\)\$|\\\(|\\\[|\*\*")
+_CLOSER = {
+    "$$": re.compile(r"(?<!\\)\$\$"),
+    "$": re.compile(r"(?<!\\)\$"),
+    "\\(": re.compile(r"\\\)"),
+    "\\[": re.compile(r"\\\]"),
+    "**": re.compile(r"\*\*"),
+}
+
+
+def span_matches(text: str) -> list[tuple[int, int, str]]:
+    """`(start, end, content)` of every `$…$`, `$$…$$`, `\\(…\\)`, `\\[…\\]`, `**…**` span, left to right.
+
+    Linear time: once a closer is missing after some position it is missing after every later one,
+    so unclosed openers are skipped without rescanning (no quadratic blow-up on hostile input).
+    """
+    out, pos, dead = [], 0, set()
+    while True:
+        m = _OPENER.search(text, pos)
+        if not m:
+            return out
+        opener = m.group(0)
+        if opener in dead:
+            pos = m.end()
+            continue
+        close = _CLOSER[opener].search(text, m.end())
+        if close is None:
+            dead.add(opener)
+            pos = m.end()
+            continue
+        out.append((m.start(), close.end(), text[m.end() : close.start()]))
+        pos = close.end()
+
+
 def math_spans(text: str) -> list[str]:
-    return [next(g for g in m.groups() if g is not None).strip() for m in _SPAN.finditer(text)]
+    return [c.strip() for _, _, c in span_matches(text)]
+
+
+def _replace_spans(text: str, fn) -> str:
+    parts, last = [], 0
+    for start, end, _ in span_matches(text):
+        parts.append(text[last:start])
+        parts.append(fn(text[start:end]))
+        last = end
+    parts.append(text[last:])
+    return "".join(parts)
 
 
 def _cut_statement(piece: str) -> str:
@@ -120,14 +163,14 @@ def _cut_statement(piece: str) -> str:
     piece = re.split(r"\n\s*\n", piece)[0]
     # a sentence ends at ". " unless the period is inside a math span: walk spans to find it
     out, pos = [], 0
-    for m in _SPAN.finditer(piece):
-        head = piece[pos : m.start()]
+    for start, end, _ in span_matches(piece):
+        head = piece[pos:start]
         cut = re.search(r"(?<!\d)[.!](?:\s|$)|。", head)
         if cut:
             out.append(head[: cut.start()])
             return "".join(out).strip()
-        out.append(piece[pos : m.end()])
-        pos = m.end()
+        out.append(piece[pos:end])
+        pos = end
     tail = piece[pos:]
     cut = re.search(r"[.!](?:\s|$)|。", tail)
     out.append(tail[: cut.start()] if cut else tail)
@@ -136,7 +179,7 @@ def _cut_statement(piece: str) -> str:
 
 def _outside_spans(text: str) -> str:
     """The text with every math span blanked (same length), so prose regexes skip math."""
-    return _SPAN.sub(lambda m: " " * len(m.group(0)), text)
+    return _replace_spans(text, lambda span: " " * len(span))
 
 
 def _after_copula(piece: str) -> str:
@@ -200,29 +243,107 @@ def _anchor_answer(text: str) -> tuple[str, ...] | None:
 
 def _late_anchor(seg: str) -> tuple[str, ...] | None:
     """An anchored answer written after the last box (the completion's final commitment)."""
-    last_box = None
-    for last_box in _BOX.finditer(seg):
-        pass
-    last_anchor = None
-    for last_anchor in _ANCHOR.finditer(seg):
-        pass
+    last_box = last_anchor = None
+    for m in _BOX.finditer(seg):
+        last_box = m
+    for m in _ANCHOR.finditer(seg):
+        last_anchor = m
     if last_box is None or last_anchor is None or last_anchor.start() < last_box.start():
         return None
-    end = match_brace(seg, last_box.end()) if seg[last_box.end() : last_box.end() + 1] == "{" else last_box.end()
+    end = (
+        match_brace(seg, last_box.end())
+        if seg[last_box.end() : last_box.end() + 1] == "{"
+        else last_box.end()
+    )
     if last_anchor.start() < end:
         return None
     return _anchor_answer(seg[last_anchor.start() :])
 
 
 _PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}|[^\x00-\x7f]{2,}")
-_KNOWN_WORDS = {"sqrt", "frac", "infty", "cdot", "times", "left", "right", "begin", "end", "pmatrix", "bmatrix",
-                "matrix", "array", "text", "mathrm", "textbf", "boxed", "arcsin", "arccos", "arctan", "sinh",
-                "cosh", "tanh", "percent", "percentage", "emptyset", "varnothing", "sin", "cos", "tan", "sec", "csc",
-                "cot", "log", "exp", "max", "min", "gcd", "lcm", "mod", "det", "and", "pct", "deg", "pmod",
-                "cup", "cap", "pmatrix", "units", "unit", "square", "cubic", "feet", "foot", "inches", "inch",
-                "meters", "meter", "metres", "miles", "mile", "yards", "degrees", "degree", "dollars", "dollar",
-                "cents", "yuan", "euros", "hours", "hour", "minutes", "seconds", "days", "weeks", "years", "grams",
-                "kilograms", "liters", "litres", "points", "mph", "sqrt", "text"}
+_KNOWN_WORDS = {
+    "sqrt",
+    "frac",
+    "infty",
+    "cdot",
+    "times",
+    "left",
+    "right",
+    "begin",
+    "end",
+    "pmatrix",
+    "bmatrix",
+    "matrix",
+    "array",
+    "text",
+    "mathrm",
+    "textbf",
+    "boxed",
+    "arcsin",
+    "arccos",
+    "arctan",
+    "sinh",
+    "cosh",
+    "tanh",
+    "percent",
+    "percentage",
+    "emptyset",
+    "varnothing",
+    "sin",
+    "cos",
+    "tan",
+    "sec",
+    "csc",
+    "cot",
+    "log",
+    "exp",
+    "max",
+    "min",
+    "gcd",
+    "lcm",
+    "mod",
+    "det",
+    "and",
+    "pct",
+    "deg",
+    "pmod",
+    "cup",
+    "cap",
+    "units",
+    "unit",
+    "square",
+    "cubic",
+    "feet",
+    "foot",
+    "inches",
+    "inch",
+    "meters",
+    "meter",
+    "metres",
+    "miles",
+    "mile",
+    "yards",
+    "degrees",
+    "degree",
+    "dollars",
+    "dollar",
+    "cents",
+    "yuan",
+    "euros",
+    "hours",
+    "hour",
+    "minutes",
+    "seconds",
+    "days",
+    "weeks",
+    "years",
+    "grams",
+    "kilograms",
+    "liters",
+    "litres",
+    "points",
+    "mph",
+}
 
 
 def _bare_answer(seg: str) -> str | None:
@@ -234,7 +355,9 @@ def _bare_answer(seg: str) -> str | None:
     outside = _outside_spans(s).strip(" .,;")
     if len(spans) == 1 and not outside:
         return spans[0]
-    if len(spans) == 1 and re.fullmatch(r"(?:%|\\%|percent(?:age)?|pct|[a-z]{1,2}|degrees?|units?|dollars?)", outside):
+    if len(spans) == 1 and re.fullmatch(
+        r"(?:%|\\%|percent(?:age)?|pct|[a-z]{1,2}|degrees?|units?|dollars?)", outside
+    ):
         return spans[0] + " " + outside
     if spans:
         return None
@@ -243,9 +366,12 @@ def _bare_answer(seg: str) -> str | None:
     return None if words else s
 
 
-_MARKER = re.compile(r"\*\*|(?<![A-Za-z])(?:is|are|equals|est|es|be|it's|therefore|thus|hence|so|donc|hay|find|found|get|got|obtain|"
-                     r"obtained|gives?|yields?|conclude|results?\s+in)(?![A-Za-z])"
-                     r"|=|:|：|是|为|所以|因此|答案|इसलिए|لذا|هو", re.IGNORECASE)
+_MARKER = re.compile(
+    r"\*\*|(?<![A-Za-z])(?:is|are|equals|est|es|be|it's|therefore|thus|hence|so|donc|hay|find|found|get|got|obtain|"
+    r"obtained|gives?|yields?|conclude|results?\s+in)(?![A-Za-z])"
+    r"|=|:|：|是|为|所以|因此|答案|इसलिए|لذا|هو",
+    re.IGNORECASE,
+)
 
 
 def _fallback_answer(text: str) -> tuple[str, ...] | None:
@@ -266,7 +392,7 @@ def _fallback_answer(text: str) -> tuple[str, ...] | None:
 
 def _outside_spans_keep(text: str) -> str:
     """Protect sentence splitting from periods/newlines inside math spans (kept, but newline-free)."""
-    return _SPAN.sub(lambda m: m.group(0).replace("\n", " ").replace(". ", ".\u00a0"), text)
+    return _replace_spans(text, lambda span: span.replace("\n", " ").replace(". ", ".\u00a0"))
 
 
 def clean_tail(text: str) -> str:
@@ -338,7 +464,9 @@ _MCQ_ANCHOR = re.compile(
 )
 _MCQ_START = re.compile(r"^\s*(?:\*\*)?" + _LETTER_CORE + r"(?:\*\*)?(?=[.:)。，,]|\s*$|[^\x00-\x7f])")
 _MCQ_END = re.compile(r"(?:it's|it\s+is|is|be)\s+" + _LETTER_CORE + r"\s*[.!]?\s*$", re.IGNORECASE)
-_MCQ_HEDGE = re.compile(r"^\s*(?:\)|\})*\s*(?:or\b|/|,\s*\(?[A-J]\b|and\s+\(?[A-J]\b|&|ou\b|或)", re.IGNORECASE)
+_MCQ_HEDGE = re.compile(
+    r"^\s*(?:\)|\})*\s*(?:or\b|/|,\s*\(?[A-J]\b|and\s+\(?[A-J]\b|&|ou\b|或)", re.IGNORECASE
+)
 
 
 def _strip_wrappers(s: str) -> str:

@@ -13,13 +13,32 @@ import unicodedata
 
 from rubrics.math.policy import MathPolicy
 
-_SPACES = dict.fromkeys(map(ord, "\u00a0\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u202f\u205f\u3000"), " ")
+_SPACES = dict.fromkeys(
+    map(ord, "\u00a0\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u202f\u205f\u3000"),
+    " ",
+)
 _SPACES.update(dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"), None))
-_SPACES.update({ord("\u2212"): "-", ord("\u2013"): "-", ord("\u2014"): "-", ord("\u00b7"): r"\cdot ",
-                ord("\u00d7"): r"\times ", ord("\u00f7"): r"\div ", ord("\u2264"): r"\le ", ord("\u2265"): r"\ge ",
-                ord("\u2260"): r"\ne ", ord("\u221e"): r"\infty ", ord("\u03c0"): r"\pi ", ord("\u221a"): r"\sqrt",
-                ord("\u00b0"): r"^\circ", ord("\u2248"): r"\approx ", ord("\u00b1"): r"\pm ",
-                ord("\u222a"): r"\cup ", ord("\u2208"): r"\in "})
+_SPACES.update(
+    {
+        ord("\u2212"): "-",
+        ord("\u2013"): "-",
+        ord("\u2014"): "-",
+        ord("\u00b7"): r"\cdot ",
+        ord("\u00d7"): r"\times ",
+        ord("\u00f7"): r"\div ",
+        ord("\u2264"): r"\le ",
+        ord("\u2265"): r"\ge ",
+        ord("\u2260"): r"\ne ",
+        ord("\u221e"): r"\infty ",
+        ord("\u03c0"): r"\pi ",
+        ord("\u221a"): r"\sqrt",
+        ord("\u00b0"): r"^\circ",
+        ord("\u2248"): r"\approx ",
+        ord("\u00b1"): r"\pm ",
+        ord("\u222a"): r"\cup ",
+        ord("\u2208"): r"\in ",
+    }
+)
 
 _UNIT_WORDS = (
     "cm|mm|km|m|meters?|metres?|centimeters?|kilometers?|inches|inch|in|feet|foot|ft|yards?|miles?|units?|"
@@ -27,16 +46,27 @@ _UNIT_WORDS = (
     "months?|years?|kg|g|grams?|kilograms?|pounds?|lbs?|oz|liters?|litres?|l|ml|dollars?|cents?|"
     "yuan|euros?|points?|people|persons?|students?|ways|times|mph|km/h|m/s|cm\\^2|m\\^2|cm\\^3|m\\^3"
 )
-_TRAILING_WORDS = re.compile(r"(?<=[\d}\)a-z])\s*(?:\\(?:text|mbox|textnormal|mathrm|textit|rm)\s*\{\s*(?:"
-                             + _UNIT_WORDS + r")(?:\s+(?:" + _UNIT_WORDS + r"))*\s*\}(?:\^\{?[23]\}?)?|\s+(?:"
-                             + _UNIT_WORDS + r")(?:\s+(?:" + _UNIT_WORDS + r"))*(?:\s*\^?\{?[23]\}?)?"
-                             r"|(?<=\d)(?:cm|mm|km|kg|ml|ft|m(?=\^?\{?[23]))(?:\^?\{?[23]\}?)?)\s*$")
+_TRAILING_WORDS = re.compile(
+    r"(?<=[\d}\)a-z])\s*(?:\\(?:text|mbox|textnormal|mathrm|textit|rm)\s*\{\s*(?:"
+    + _UNIT_WORDS
+    + r")(?:\s+(?:"
+    + _UNIT_WORDS
+    + r"))*\s*\}(?:\^\{?[23]\}?)?|\s+(?:"
+    + _UNIT_WORDS
+    + r")(?:\s+(?:"
+    + _UNIT_WORDS
+    + r"))*(?:\s*\^?\{?[23]\}?)?"
+    r"|(?<=\d)(?:cm|mm|km|kg|ml|ft|m(?=\^?\{?[23]))(?:\^?\{?[23]\}?)?)\s*$"
+)
 
 
 def _unwrap_text(s: str) -> str:
     # \text{...} and friends: their content is plain text; keep it (words become separators later)
-    return re.sub(r"\\(?:text|textbf|textit|mathrm|mathbf|mbox|textnormal|operatorname|rm|bf|mathit)\s*\{([^{}]*)\}",
-                  r" \1 ", s)
+    return re.sub(
+        r"\\(?:text|textbf|textit|mathrm|mathbf|mbox|textnormal|operatorname|rm|bf|mathit)\s*\{([^{}]*)\}",
+        r" \1 ",
+        s,
+    )
 
 
 def normalize(ans: str, policy: MathPolicy) -> str:
@@ -45,8 +75,12 @@ def normalize(ans: str, policy: MathPolicy) -> str:
     runs = re.findall(r"(\\+)(?=[A-Za-z])", s)
     if runs and all(len(r) % 2 == 0 for r in runs):  # wholly double-escaped (\\frac -> \frac)
         s = re.sub(r"\\\\(?=[A-Za-z])", r"\\", s)
-    s = re.sub(r"(?<!\\)\\\\(?=(?:[dtc]?frac|sqrt|left|right|text|mathrm|boxed|cdot|times|pi|infty|leq?|geq?|neq|pm)"
-               r"(?![A-Za-z]))", r"\\", s)
+    s = re.sub(
+        r"(?<!\\)\\\\(?=(?:[dtc]?frac|sqrt|left|right|text|mathrm|boxed|cdot|times|pi|infty|leq?|geq?|neq|pm)"
+        r"(?![A-Za-z]))",
+        r"\\",
+        s,
+    )
     s = s.replace("\\$", " ").replace("$", " ").replace("€", " ").replace("£", " ")
     s = re.sub(r"\\[\(\)\[\]]", " ", s)
     s = re.sub(r"\\(?:left|right|big|Big|bigg|Bigg)(?![A-Za-z])\s*", "", s)
@@ -77,9 +111,16 @@ def normalize(ans: str, policy: MathPolicy) -> str:
     s = re.sub(r"(?<=[\d)}])\s*[^\x00-\x7f]+$", "", s).rstrip("\\ ")
     # thousands commas in plain numbers at top level: 12,345,678 (first group 1-3 digits, no spaces)
     if not re.search(r"[\(\[\{]", s):
-        s = re.sub(r"(?<![\d.,])([1-9]\d{0,2})((?:,\d{3})+)(?![\d,])(?=\.\d|[^\d,]|$)",
-                   lambda m: m.group(1) + m.group(2).replace(",", ""), s)
-        s = re.sub(r"(?<![\d.])([1-9]\d{0,2})((?: \d{3})+)(?![\d])", lambda m: m.group(1) + m.group(2).replace(" ", ""), s)
+        s = re.sub(
+            r"(?<![\d.,])([1-9]\d{0,2})((?:,\d{3})+)(?![\d,])(?=\.\d|[^\d,]|$)",
+            lambda m: m.group(1) + m.group(2).replace(",", ""),
+            s,
+        )
+        s = re.sub(
+            r"(?<![\d.])([1-9]\d{0,2})((?: \d{3})+)(?![\d])",
+            lambda m: m.group(1) + m.group(2).replace(" ", ""),
+            s,
+        )
     if policy.decimal_comma:
         s = re.sub(r"(?<=\d),(?=\d{1,2}(?!\d))", ".", s)
     return s.strip()

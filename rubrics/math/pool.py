@@ -73,8 +73,11 @@ class _Worker:
     def __init__(self, memory_mb: int) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _BOOT, _ROOT, str(memory_mb)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            start_new_session=True, close_fds=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
         )
         self.send_conn = Connection(os.dup(self.proc.stdin.fileno()), readable=False)
         self.recv_conn = Connection(os.dup(self.proc.stdout.fileno()), writable=False)

@@ -77,14 +77,69 @@ LeafCmp = Callable[[str, str, str], bool]
 
 _OPEN, _CLOSE = "([{", ")]}"
 _REL = re.compile(r"\\leq|\\geq|\\neq|\\approx|\\in(?![A-Za-z])|<|>|=")
-_REL_OPS = {"\\leq": "<=", "\\geq": ">=", "\\neq": "!=", "<": "<", ">": ">", "=": "=", "\\approx": "~",
-            "\\in": "in"}
-_FUNCS = {"sin", "cos", "tan", "sec", "csc", "cot", "log", "ln", "exp", "sqrt", "pi", "arcsin", "arccos",
-          "arctan", "sinh", "cosh", "tanh", "frac", "cdot", "times", "infty", "left", "right", "min", "max",
-          "mod", "pmod", "bmod", "gcd", "lcm", "floor", "ceil", "div", "circ", "emptyset", "mathbb", "oo",
-          "abs", "lfloor", "rfloor", "lceil", "rceil", "binom", "choose", "dfrac", "tfrac", "det", "deg"}
-_MATRIX = re.compile(r"^\\begin\{(?:[pbvBV]?matrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{(?:[pbvBV]?matrix|array)\}$",
-                     re.DOTALL)
+_REL_OPS = {
+    "\\leq": "<=",
+    "\\geq": ">=",
+    "\\neq": "!=",
+    "<": "<",
+    ">": ">",
+    "=": "=",
+    "\\approx": "~",
+    "\\in": "in",
+}
+_FUNCS = {
+    "sin",
+    "cos",
+    "tan",
+    "sec",
+    "csc",
+    "cot",
+    "log",
+    "ln",
+    "exp",
+    "sqrt",
+    "pi",
+    "arcsin",
+    "arccos",
+    "arctan",
+    "sinh",
+    "cosh",
+    "tanh",
+    "frac",
+    "cdot",
+    "times",
+    "infty",
+    "left",
+    "right",
+    "min",
+    "max",
+    "mod",
+    "pmod",
+    "bmod",
+    "gcd",
+    "lcm",
+    "floor",
+    "ceil",
+    "div",
+    "circ",
+    "emptyset",
+    "mathbb",
+    "oo",
+    "abs",
+    "lfloor",
+    "rfloor",
+    "lceil",
+    "rceil",
+    "binom",
+    "choose",
+    "dfrac",
+    "tfrac",
+    "det",
+    "deg",
+}
+_MATRIX = re.compile(
+    r"^\\begin\{(?:[pbvBV]?matrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{(?:[pbvBV]?matrix|array)\}$", re.DOTALL
+)
 MAX_ITEMS = 64
 
 
@@ -297,7 +352,9 @@ def compare(pred: Node, gold: Node, leaf: LeafCmp, direction: str = "gold_to_pre
         as_set = rel_to_interval(gold)
         return as_set is not None and compare(pred, as_set, leaf, direction)
     if isinstance(pred, Rel) and not isinstance(gold, Rel):
-        if all(o == "=" for o in pred.ops) and not re.search(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", pred.parts[0])):
+        if all(o == "=" for o in pred.ops) and not re.search(
+            r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", pred.parts[0])
+        ):
             return compare(parse_item(pred.parts[-1]), gold, leaf, direction)
         as_set = rel_to_interval(pred) if direction == "both" else None
         return as_set is not None and compare(as_set, gold, leaf, direction)
@@ -310,7 +367,11 @@ def compare(pred: Node, gold: Node, leaf: LeafCmp, direction: str = "gold_to_pre
     if isinstance(pred, Matrix) and isinstance(gold, Matrix):
         if [len(r) for r in pred.rows] != [len(r) for r in gold.rows]:
             return False
-        return all(compare(a, b, leaf) for ra, rb in zip(pred.rows, gold.rows) for a, b in zip(ra, rb))
+        return all(
+            compare(a, b, leaf)
+            for ra, rb in zip(pred.rows, gold.rows, strict=True)
+            for a, b in zip(ra, rb, strict=True)
+        )
     if isinstance(pred, Union) and isinstance(gold, Union):
         return _unordered(pred.items, gold.items, leaf, direction)
     if isinstance(pred, Seq) and isinstance(gold, Seq):
@@ -340,7 +401,7 @@ def _compare_seq(p: Seq, g: Seq, leaf: LeafCmp, direction: str) -> bool:
 
 
 def _ordered(ps: tuple, gs: tuple, leaf: LeafCmp, direction: str) -> bool:
-    return len(ps) == len(gs) and all(compare(a, b, leaf, direction) for a, b in zip(ps, gs))
+    return len(ps) == len(gs) and all(compare(a, b, leaf, direction) for a, b in zip(ps, gs, strict=True))
 
 
 def _unordered(ps: tuple, gs: tuple, leaf: LeafCmp, direction: str) -> bool:
@@ -383,4 +444,4 @@ def _compare_rel(p: Rel, g: Node, leaf: LeafCmp) -> bool:
     if len(p.parts) == 2:
         kind = "eq" if p.ops[0] in ("=", "!=") else "ineq"
         return leaf(f"({p.parts[0]})-({p.parts[1]})", f"({g.parts[0]})-({g.parts[1]})", kind)
-    return all(a == b or leaf(a, b, "value") for a, b in zip(p.parts, g.parts))
+    return all(a == b or leaf(a, b, "value") for a, b in zip(p.parts, g.parts, strict=True))

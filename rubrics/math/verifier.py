@@ -19,8 +19,18 @@ from rubrics.math.policy import DEFAULT_POLICY, MathPolicy
 from rubrics.math.pool import CasPool, default_pool
 from rubrics.math.structure import Leaf, NeedCAS, Node, TooComplex, _group, compare, parse_answer
 
-REASONS = ("match_string", "match_exact", "match_structured", "match_cas", "mismatch", "no_answer",
-           "parse_error", "too_complex", "timeout", "error")
+REASONS = (
+    "match_string",
+    "match_exact",
+    "match_structured",
+    "match_cas",
+    "mismatch",
+    "no_answer",
+    "parse_error",
+    "too_complex",
+    "timeout",
+    "error",
+)
 COUNTERS: Counter[str] = Counter()  # reason -> count, for metrics
 
 
@@ -30,6 +40,7 @@ class Verdict:
     reason: str
     answer: str | None = None  # the extracted prediction (joined with " | " when several)
     detail: str = ""
+    how: str = ""  # which extraction rule found the answer ("boxed", "anchor", ...)
 
     @property
     def verified(self) -> bool:
@@ -46,7 +57,9 @@ def _structure(answers: tuple[str, ...], policy: MathPolicy) -> Node:
     return _group([parse_answer(normalize(a, policy)) for a in answers], flatten=True)
 
 
-def verify(response: str, gold: str, policy: MathPolicy = DEFAULT_POLICY, pool: CasPool | None = None) -> Verdict:
+def verify(
+    response: str, gold: str, policy: MathPolicy = DEFAULT_POLICY, pool: CasPool | None = None
+) -> Verdict:
     """Grade one completion (or bare answer) against one gold answer. Never raises for model output."""
     golds = gold_answers(str(gold))
     if not any(g.strip() for g in golds):
@@ -56,22 +69,25 @@ def verify(response: str, gold: str, policy: MathPolicy = DEFAULT_POLICY, pool: 
         got = extract_letter(response)
         if got is None:
             return _done(Verdict(False, "no_answer", detail="no single option letter"))
-        return _done(Verdict(got == letter, "match_string" if got == letter else "mismatch", got))
+        return _done(
+            Verdict(got == letter, "match_string" if got == letter else "mismatch", got, how="letter")
+        )
     ext = extract(response, fallback=policy.prose_fallback, max_chars=policy.max_chars)
     if ext.answers is None:
         return _done(Verdict(False, "no_answer", detail=ext.how))
     shown = " | ".join(ext.answers)[:500]
+    how = ext.how
     p_norm = [normalize(a, policy) for a in ext.answers]
     g_norm = [normalize(g, policy) for g in golds]
     if sorted(set(p_norm)) == sorted(set(g_norm)) and all(p_norm):
-        return _done(Verdict(True, "match_string", shown))
+        return _done(Verdict(True, "match_string", shown, how=how))
     if any(len(a) > policy.max_answer_chars for a in p_norm + g_norm):
-        return _done(Verdict(False, "too_complex", shown, "answer too long"))
+        return _done(Verdict(False, "too_complex", shown, "answer too long", how))
     try:
         pred_node = _group([parse_answer(a) for a in p_norm], flatten=True)
         gold_node = _group([parse_answer(g) for g in g_norm], flatten=True)
     except (TooComplex, RecursionError) as exc:
-        return _done(Verdict(False, "too_complex", shown, str(exc)))
+        return _done(Verdict(False, "too_complex", shown, str(exc), how))
     used_numbers = []
 
     def cheap_leaf(p: str, g: str, kind: str) -> bool:
@@ -90,19 +106,19 @@ def verify(response: str, gold: str, policy: MathPolicy = DEFAULT_POLICY, pool: 
     except NeedCAS:
         ok = None
     except (TooComplex, RecursionError) as exc:
-        return _done(Verdict(False, "too_complex", shown, str(exc)))
+        return _done(Verdict(False, "too_complex", shown, str(exc), how))
     if ok is not None:
         if not ok:
-            return _done(Verdict(False, "mismatch", shown))
+            return _done(Verdict(False, "mismatch", shown, how=how))
         simple = isinstance(pred_node, Leaf) and isinstance(gold_node, Leaf)
-        return _done(Verdict(True, "match_exact" if simple else "match_structured", shown))
+        return _done(Verdict(True, "match_exact" if simple else "match_structured", shown, how=how))
     outcome = (pool or default_pool()).run((pred_node, gold_node, policy), policy.cas_timeout_s)
     if outcome.status == "timeout":
-        return _done(Verdict(False, "timeout", shown, outcome.detail))
+        return _done(Verdict(False, "timeout", shown, outcome.detail, how))
     if outcome.status != "ok":
-        return _done(Verdict(False, "error", shown, outcome.detail))
+        return _done(Verdict(False, "error", shown, outcome.detail, how))
     correct, reason = outcome.value
-    return _done(Verdict(bool(correct), reason, shown))
+    return _done(Verdict(bool(correct), reason, shown, how=how))
 
 
 def _is_bare_symbol(s: str) -> bool:

@@ -11,13 +11,15 @@ import sympy  # noqa: F401 - preloaded in the forkserver so forked workers start
 
 from rubrics.math.cas import ConvertError, relations_equal, values_equal
 from rubrics.math.numeric import cheap_numbers
-from rubrics.math.policy import MathPolicy
 from rubrics.math.structure import TooComplex, compare
 
 
-def handle(job: tuple[Any, Any, MathPolicy]) -> tuple[bool, str]:
+def handle(job: tuple[Any, Any, Any]) -> Any:
     """`(pred_node, gold_node, policy)` → `(correct, reason)`; reason in match_cas / mismatch /
-    parse_error / too_complex."""
+    parse_error / too_complex. `("probe", action, arg)` jobs exercise the pool itself (health checks
+    and tests): "echo" returns arg, "sleep" sleeps arg seconds, "alloc" allocates arg MiB."""
+    if job[0] == "probe":
+        return _probe(job[1], job[2])
     pred, gold, policy = job
     flags = {"convert": 0, "complex": 0}
 
@@ -48,3 +50,17 @@ def handle(job: tuple[Any, Any, MathPolicy]) -> tuple[bool, str]:
     if flags["convert"]:
         return False, "parse_error"
     return False, "mismatch"
+
+
+def _probe(action: str, arg: Any) -> Any:
+    if action == "echo":
+        return arg
+    if action == "sleep":
+        import time
+
+        time.sleep(float(arg))
+        return "slept"
+    if action == "alloc":
+        block = bytearray(int(arg) * 1024 * 1024)
+        return len(block)
+    raise ValueError(f"unknown probe {action!r}")

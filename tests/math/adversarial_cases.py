@@ -200,7 +200,18 @@ EQUIVALENT = [
 ]
 
 ALL = {
-    "hedges": HEDGES, "boxes": BOXES, "think": THINK, "variables": VARIABLES, "precision": PRECISION,
-    "percent": PERCENT, "separators": SEPARATORS, "unicode": UNICODE, "towers": TOWERS, "huge": HUGE,
-    "injection": INJECTION, "mcq": MCQ, "structure": STRUCTURE, "equivalent": EQUIVALENT,
+    "hedges": HEDGES,
+    "boxes": BOXES,
+    "think": THINK,
+    "variables": VARIABLES,
+    "precision": PRECISION,
+    "percent": PERCENT,
+    "separators": SEPARATORS,
+    "unicode": UNICODE,
+    "towers": TOWERS,
+    "huge": HUGE,
+    "injection": INJECTION,
+    "mcq": MCQ,
+    "structure": STRUCTURE,
+    "equivalent": EQUIVALENT,
 }
