@@ -27,7 +27,10 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from rubrics.math.pool import serve; serve(int(sys.argv[2]))"
+_BOOT = (
+    "import sys; sys.path.insert(0, sys.argv[1]); "
+    "from rubrics.math.pool import serve; serve(int(sys.argv[2]))"
+)
 
 
 @dataclass(frozen=True)

@@ -118,7 +118,15 @@ def verify(
     if outcome.status != "ok":
         return _done(Verdict(False, "error", shown, outcome.detail, how))
     correct, reason = outcome.value
+    if not correct and policy.degrees == "radians" and len(g_norm) == 1 and _DEGREES.search(str(gold)):
+        radians = Leaf(f"\\frac{{({g_norm[0].rstrip('%')})\\pi}}{{180}}")
+        again = (pool or default_pool()).run((pred_node, radians, policy), policy.cas_timeout_s)
+        if again.status == "ok" and again.value[0]:
+            return _done(Verdict(True, "match_cas", shown, "degrees read as radians", how))
     return _done(Verdict(bool(correct), reason, shown, how=how))
+
+
+_DEGREES = re.compile(r"\\circ|°|degree")
 
 
 def _is_bare_symbol(s: str) -> bool:

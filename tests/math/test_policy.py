@@ -1,0 +1,44 @@
+"""Named policies on the cases projects disagree on (the benchmark's `ambiguous` group)."""
+
+from __future__ import annotations
+
+from rubrics.math import MathPolicy, verify
+
+
+def ok(pred: str, gold: str, **policy) -> bool:
+    return verify(pred, gold, MathPolicy(**policy)).correct
+
+
+def test_percent_policy():
+    assert ok(r"\boxed{28}", r"28\%") and not ok(r"\boxed{0.28}", r"28\%")
+    assert ok(r"\boxed{0.28}", r"28\%", percent="value") and not ok(r"\boxed{28}", r"28\%", percent="value")
+    assert not ok(r"\boxed{0.5}", "50") and not ok(r"\boxed{0.5}", "50", percent="value")
+
+
+def test_decimal_comma_policy():
+    assert not ok(r"\boxed{2,74}", "2.74")
+    assert ok(r"\boxed{2,74}", "2.74", decimal_comma=True)
+    assert ok(r"\boxed{1,000}", "1000")
+
+
+def test_unreduced_fraction_policy():
+    assert ok(r"\boxed{\frac{2}{4}}", r"\frac{1}{2}")
+    assert not ok(r"\boxed{\frac{2}{4}}", r"\frac{1}{2}", unreduced_fractions=False)
+
+
+def test_degrees_policy():
+    assert ok(r"\boxed{90}", r"90^\circ")
+    assert not ok(r"\boxed{\frac{\pi}{2}}", r"90^\circ")
+    assert ok(r"\boxed{\frac{\pi}{2}}", r"90^\circ", degrees="radians")
+
+
+def test_relation_direction_policy():
+    assert ok(r"\boxed{(-1, 2)}", "-1 < x < 2")
+    assert not ok(r"\boxed{-1 < x < 2}", "(-1, 2)")
+    assert ok(r"\boxed{-1 < x < 2}", "(-1, 2)", relation_direction="both")
+    assert not ok(r"\boxed{x > 2}", "x^2 > 4", relation_direction="both")
+
+
+def test_prose_fallback_policy():
+    assert ok("Adding them up, the total is 42.", "42")
+    assert not ok("Adding them up, the total is 42.", "42", prose_fallback=False)
