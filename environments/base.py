@@ -12,16 +12,44 @@ A subclass only names its `Task` and config:
 
     if __name__ == "__main__":
         MathEnv.cli()
+
+What this class fixes once for every environment (see shared/briefs/atropos.md):
+* `config_init` returns a *list* of server configs, so `--openai.base_url` is honoured; a bare
+  config passed to the constructor is wrapped too.
+* `wandb_name` defaults to the env name (serve registers); `use_wandb` is off unless the command
+  line asks for it (atroposlib's process/evaluate force it on); empty api keys become a dummy key.
+* stock vLLM works for training (`environments/servers.py`); OpenAI-only endpoints are refused for
+  `serve` with a clear message.
+* every network call has a timeout; registration fails fast when the trainer never starts;
+  `batch_size % group_size` is checked against the trainer's `/info`.
+* serve sends `inference_logprobs`, `generation_params` (temperature) and
+  `set_advantage_to_zero` for truncated samples, and checks every group's alignment first.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+import asyncio
+import logging
+import os
+import random
+import sys
+import time
+from collections import Counter
+from typing import Any, ClassVar, Literal
 
-from atroposlib.envs.base import BaseEnv, BaseEnvConfig
-from pydantic import Field
+from atroposlib.envs.base import BaseEnv, BaseEnvConfig, ScoredDataGroup
+from atroposlib.envs.server_handling.server_baseline import APIServerConfig
+from pydantic import Field, ValidationError
 
-from environments.task import Task
+from environments.rollouts import GroupOutcome, assemble_group, sample_group
+from environments.servers import TOKEN_CAPABLE, check_reachable, server_class_for
+from environments.task import Item, Task
+from rubrics.core import RewardResult, Rubric, Status
+
+log = logging.getLogger("rlvr")
+
+DEFAULT_MODEL = os.environ.get("RLVR_MODEL", "Qwen/Qwen2.5-1.5B-Instruct")
+DEFAULT_BASE_URL = os.environ.get("RLVR_BASE_URL", "http://127.0.0.1:9001/v1")
 
 
 class RubricEnvConfig(BaseEnvConfig):
@@ -31,10 +59,28 @@ class RubricEnvConfig(BaseEnvConfig):
     max_tokens: int = Field(default=512, description="Completion budget per sample (tokens)")
     temperature: float = Field(default=1.0, description="Sampling temperature (sent to the trainer)")
     top_p: float = Field(default=1.0, description="Nucleus sampling")
+    eval_temperature: float = Field(default=0.0, description="Sampling temperature in evaluate")
     train_limit: int | None = Field(default=None, description="Use at most this many train items")
     eval_limit: int | None = Field(default=None, description="Use at most this many eval items")
     max_concurrent_groups: int = Field(default=16, description="Groups in flight in process mode")
-    request_timeout_s: float = Field(default=120.0, description="Timeout of every inference call")
+    request_timeout_s: float = Field(default=300.0, description="Timeout of one group's inference calls")
+    score_timeout_s: float = Field(default=300.0, description="Timeout of scoring one group")
+    trainer_wait_s: float = Field(default=600.0, description="How long serve waits for a trainer")
+    vllm_api: Literal["openai", "generate"] = Field(
+        default="openai",
+        description="server_type vllm: 'openai' = stock vLLM server, 'generate' = atroposlib's /generate",
+    )
+    seed: int = Field(default=0, description="Shuffling seed of the train items")
+
+
+def _explicit_wandb() -> bool:
+    """True if the command line itself asked for wandb (`--env.use_wandb true`)."""
+    argv = sys.argv[1:]
+    for i, arg in enumerate(argv):
+        if arg.startswith("--env.use_wandb"):
+            value = arg.split("=", 1)[1] if "=" in arg else (argv[i + 1] if i + 1 < len(argv) else "")
+            return value.strip().lower() in ("1", "true", "yes")
+    return False
 
 
 class RubricEnv(BaseEnv):
@@ -43,3 +89,255 @@ class RubricEnv(BaseEnv):
     name: ClassVar[str | None] = None
     env_config_cls = RubricEnvConfig
     task_cls: ClassVar[type[Task]]
+
+    # ---------------------------------------------------------------- configuration
+    @classmethod
+    def cli(cls) -> None:
+        """atroposlib's CLI (`serve | process | evaluate`, `--env.*`, `--openai.*`), with failures
+        reported as one clear line (set RLVR_DEBUG=1 for the traceback)."""
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+        try:
+            super().cli()
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence
+            if os.environ.get("RLVR_DEBUG"):
+                raise
+            print(f"{cls.name or cls.__name__}: error: {_one_line(exc)}", file=sys.stderr)
+            raise SystemExit(1) from None
+
+    @classmethod
+    def config_init(cls) -> tuple[RubricEnvConfig, list[APIServerConfig]]:
+        name = cls.name or cls.__name__
+        env_config = cls.env_config_cls(
+            tokenizer_name=DEFAULT_MODEL,
+            wandb_name=name,
+            use_wandb=False,
+            group_size=8,
+            total_steps=16,
+            max_token_length=2048,
+            rollout_server_url="http://127.0.0.1:8000",
+            data_path_to_save_groups=f"out/{name}/groups.jsonl",
+            data_dir_to_save_evals=f"out/{name}/eval",
+            ensure_scores_are_not_same=True,
+        )
+        server = APIServerConfig(
+            server_type="vllm",
+            model_name=DEFAULT_MODEL,
+            tokenizer_name="none",  # follows --env.tokenizer_name
+            base_url=DEFAULT_BASE_URL,
+            api_key=os.environ.get("OPENAI_API_KEY") or "x",
+            timeout=300,
+            num_max_requests_at_once=64,
+            num_requests_for_eval=64,
+        )
+        return env_config, [server]
+
+    def __init__(
+        self, config: RubricEnvConfig, server_configs: Any, slurm: bool = False, testing: bool = False
+    ):
+        if isinstance(server_configs, APIServerConfig):
+            server_configs = [server_configs]  # atroposlib would otherwise ignore base_url
+        if config.group_size < 1:
+            raise ValueError(f"group_size must be >= 1, got {config.group_size}")
+        if config.use_wandb and not _explicit_wandb():
+            config.use_wandb = False
+        if not config.wandb_name:
+            config.wandb_name = self.name or type(self).__name__
+        self.output_path = config.data_path_to_save_groups
+        config.data_path_to_save_groups = None  # we write our own resumable JSONL
+        server_type = "vllm"
+        if isinstance(server_configs, list) and server_configs:
+            server_type = server_configs[0].server_type
+            for sc in server_configs:
+                sc.api_key = sc.api_key or "x"
+                if sc.tokenizer_name in ("", "none"):
+                    sc.tokenizer_name = config.tokenizer_name
+        self.server_cls = server_class_for(server_type, config.vllm_api)
+        self.token_capable = server_type in TOKEN_CAPABLE
+        super().__init__(config, server_configs, slurm=slurm, testing=testing)
+        config.data_path_to_save_groups = self.output_path  # BaseEnv opened no writer of its own
+        self.task = self.task_cls(config)
+        self.rubric: Rubric | None = None
+        self.train_items: list[Item] = []
+        self.eval_items: list[Item] = []
+        self.cursor = 0
+        self.drops: Counter[str] = Counter()
+        self.statuses: Counter[str] = Counter()
+        self.groups_ok = 0
+
+    # ---------------------------------------------------------------- data
+    async def setup(self) -> None:
+        for server in self.server.servers:
+            if hasattr(server, "config"):
+                await asyncio.to_thread(check_reachable, server.config)
+        self.train_items = self._load("train", self.config.train_limit)
+        self.eval_items = self._load("eval", self.config.eval_limit)
+        random.Random(self.config.seed).shuffle(self.train_items)
+        self.rubric = self.task.rubric()
+
+    def _load(self, split: Literal["train", "eval"], limit: int | None) -> list[Item]:
+        items, errors = self.task.items(split)
+        for line in errors[:20]:
+            log.warning("skipping bad row: %s", line)
+        if errors:
+            log.warning("%d %s rows skipped as malformed", len(errors), split)
+        if self.config.system_prompt is not None:
+            items = [_with_system_prompt(it, self.config.system_prompt) for it in items]
+        return items[:limit] if limit is not None else items
+
+    async def get_next_item(self) -> Item | None:
+        if not self.train_items:
+            return None
+        item = self.train_items[self.cursor % len(self.train_items)]
+        self.cursor += 1
+        return item
+
+    def save_checkpoint(self, step: int, data: dict | None = None) -> None:
+        super().save_checkpoint(step, {**(data or {}), "cursor": self.cursor})
+
+    # ---------------------------------------------------------------- one group
+    def generation_params(self, split: str = "train") -> dict[str, Any]:
+        temperature = self.config.temperature if split == "train" else self.config.eval_temperature
+        return {"temperature": temperature, "top_p": self.config.top_p, "max_tokens": self.config.max_tokens}
+
+    async def rollout_and_score(
+        self, item: Item, n: int, split: str = "train"
+    ) -> tuple[list, list[RewardResult]]:
+        """`n` rollouts of `item` and their rewards. Network/rubric timeouts raise TimeoutError."""
+        rollouts = await sample_group(
+            self.server,
+            self.tokenizer,
+            item.prompt,
+            n,
+            self.generation_params(split),
+            self.token_capable,
+            self.config.request_timeout_s,
+            split=split,
+        )
+        samples = [item.sample(r.text) for r in rollouts]
+        assert self.rubric is not None, "setup() not called"
+        try:
+            results = await asyncio.wait_for(self.rubric.score_group(samples), self.config.score_timeout_s)
+        except asyncio.TimeoutError:
+            reason = f"scoring took longer than {self.config.score_timeout_s}s"
+            results = [RewardResult.unverified(Status.TIMEOUT, reason) for _ in samples]
+        self.statuses.update(r.status.value for r in results)
+        return rollouts, results
+
+    async def group_for(self, item: Item, training: bool) -> GroupOutcome:
+        """Rollouts → rewards → a checked group, or the drop reason (counted, never raised)."""
+        try:
+            rollouts, results = await self.rollout_and_score(item, self.config.group_size)
+        except asyncio.TimeoutError:
+            outcome = GroupOutcome(
+                None, "timeout", f"inference took longer than {self.config.request_timeout_s}s"
+            )
+        except Exception as exc:  # noqa: BLE001 - one failing group must not end the run
+            outcome = GroupOutcome(None, "error", f"{type(exc).__name__}: {exc}")
+        else:
+            outcome = assemble_group(
+                item.prompt,
+                rollouts,
+                results,
+                self.generation_params(),
+                group_size=self.config.group_size,
+                training=training,
+                ensure_scores_differ=training and self.config.ensure_scores_are_not_same,
+                max_token_len=self.max_token_len if training else -1,
+                bos_token_id=self.tokenizer.bos_token_id,
+                eos_token_id=None,
+            )
+            if outcome.group is not None:
+                outcome.group["rewards"] = [r.to_dict() for r in results if r.verified]
+                outcome.group["finish_reasons"] = [
+                    r.finish_reason for r, s in zip(rollouts, results, strict=True) if s.verified
+                ]
+        if outcome.drop:
+            self.drops[outcome.drop] += 1
+            log.warning("dropped group for item %s: %s (%s)", item.uid, outcome.drop, outcome.detail[:300])
+        else:
+            self.groups_ok += 1
+        return outcome
+
+    # ---------------------------------------------------------------- serve
+    async def collect_trajectories(self, item: Item) -> tuple[ScoredDataGroup | None, list]:
+        outcome = await self.group_for(item, training=True)
+        if outcome.group is None:
+            return None, []
+        group = dict(outcome.group)
+        group.pop("rewards", None)
+        group.pop("finish_reasons", None)
+        return ScoredDataGroup(**group), []
+
+    async def env_manager(self) -> None:
+        if not self.token_capable:
+            raise SystemExit(
+                "serve needs token ids and logprobs: use --openai.server_type vllm (stock `vllm serve`, "
+                "or --env.vllm_api generate for atroposlib's /generate server) or sglang; OpenAI-only "
+                "endpoints can run `process` and `evaluate` only"
+            )
+        await super().env_manager()
+
+    async def register_env(self) -> None:
+        deadline = time.monotonic() + self.config.trainer_wait_s
+        while True:
+            data = await asyncio.wait_for(self._register_env(), 30)
+            if data.get("status") == "success":
+                break
+            if time.monotonic() > deadline:
+                raise SystemExit(
+                    f"no trainer registered with {self.config.rollout_server_url} within "
+                    f"{self.config.trainer_wait_s:.0f}s (run-api answered {data.get('status')!r})"
+                )
+            await asyncio.sleep(1)  # atroposlib's protocol: poll until the trainer registers
+        self.env_id = data["env_id"]
+        self.wandb_prepend = data["wandb_name"]
+        self.curr_step = data["starting_step"]
+        self.checkpoint_dir = data["checkpoint_dir"]
+        self.checkpoint_interval = data["checkpoint_interval"]
+        if self.config.total_steps == -1:
+            self.config.total_steps = data["num_steps"]
+        if self.curr_step > 0:
+            self.load_checkpoint()
+
+    async def get_server_info(self) -> None:
+        await asyncio.wait_for(super().get_server_info(), 30)
+        bs, gs = self.config.batch_size, self.config.group_size
+        if bs > 0 and bs % gs != 0:
+            raise SystemExit(
+                f"batch_size {bs} is not a multiple of group_size {gs}: run-api would never form a batch"
+            )
+
+    async def wandb_log(self, wandb_metrics: dict | None = None) -> None:
+        metrics = dict(wandb_metrics or {})
+        metrics.update({f"drops/{k}": v for k, v in self.drops.items()})
+        metrics.update({f"reward_status/{k}": v for k, v in self.statuses.items()})
+        await super().wandb_log(metrics)
+
+    # ---------------------------------------------------------------- process / evaluate
+    async def process_manager(self) -> None:
+        from environments.modes import run_process
+
+        await run_process(self)
+
+    async def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        from environments.modes import run_evaluate
+
+        return await run_evaluate(self)
+
+
+def _one_line(exc: Exception) -> str:
+    """A one-line description of a CLI failure, naming the offending field for config errors."""
+    if isinstance(exc, ValidationError):
+        return "invalid configuration: " + "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']).replace('__', '.')}: {err['msg']} (got {err.get('input')!r})"
+            for err in exc.errors()
+        )
+    return f"{type(exc).__name__}: {exc}".splitlines()[0]
+
+
+def _with_system_prompt(item: Item, system_prompt: str) -> Item:
+    rest = [m for m in item.prompt if m.get("role") != "system"]
+    return Item(item.uid, [{"role": "system", "content": system_prompt}, *rest], item.answer, item.info)

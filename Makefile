@@ -1,0 +1,34 @@
+# rlvr-envs: `make demo` runs the main job on embedded defaults; `make test` installs and runs every test.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export TMPDIR ?= /tmp
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export WANDB_MODE := disabled
+
+.PHONY: setup host demo test test-fast lint bench
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml scripts/install.sh
+	bash scripts/install.sh $(VENV)
+	touch $@
+
+host:  ## system services the sandbox tests need (bubblewrap, dockerd); idempotent, root only
+	@if [ -x scripts/ci_host_setup.sh ]; then bash scripts/ci_host_setup.sh; fi
+
+demo: setup
+	$(PY) -m environments.demo $(ARGS)
+
+test: setup host
+	$(PY) -m ruff check .
+	$(PY) -m pytest -q -ra
+
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow"
+
+lint: setup
+	$(PY) -m ruff check . && $(PY) -m ruff format --check .
+
+bench: setup
+	@for b in benchmarks/*_bench.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -1,0 +1,54 @@
+"""Baseline for benchmarks/process_bench.py: a plain atroposlib BaseEnv written the way upstream examples
+are (ManagedServer chat completion per group, reward in `collect_trajectories`), run through
+atroposlib's own `process` loop, which handles one group at a time.
+
+It uses the same stock-vLLM token client as rlvr-envs (atroposlib's own VLLMServer needs the archived
+custom /generate server), so the comparison isolates the processing loop.
+"""
+
+from __future__ import annotations
+
+from atroposlib.envs.base import BaseEnv, BaseEnvConfig, ScoredDataGroup
+from atroposlib.envs.server_handling.server_baseline import APIServerConfig
+
+from environments.servers import VLLMTokenServer
+
+QUESTIONS = [f"What is {i} plus {i * 3}?" for i in range(64)]
+
+
+class AtroposBaselineEnv(BaseEnv):
+    name = "atropos_baseline"
+    server_cls = VLLMTokenServer
+
+    @classmethod
+    def config_init(cls):
+        return BaseEnvConfig(wandb_name=cls.name, use_wandb=False), [APIServerConfig(api_key="x")]
+
+    async def setup(self):
+        self.i = 0
+
+    async def get_next_item(self):
+        self.i += 1
+        return QUESTIONS[self.i % len(QUESTIONS)]
+
+    async def evaluate(self, *args, **kwargs):
+        return None
+
+    async def collect_trajectories(self, item):
+        messages = [{"role": "user", "content": item}]
+        async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
+            await managed.chat_completion(messages=messages, n=self.config.group_size,
+                                          max_tokens=self.config.max_token_length, temperature=1.0)  # fmt: skip
+            nodes = managed.get_state()["nodes"]
+        group = ScoredDataGroup(tokens=[], masks=[], scores=[], inference_logprobs=[], messages=[])
+        for k, node in enumerate(nodes):
+            group["tokens"].append(node.tokens)
+            group["masks"].append(node.masked_tokens)
+            group["inference_logprobs"].append(node.logprobs)
+            group["scores"].append(float(k % 2))
+            group["messages"].append(messages)
+        return group, []
+
+
+if __name__ == "__main__":
+    AtroposBaselineEnv.cli()

@@ -1,0 +1,116 @@
+"""`process` throughput on a real local vLLM: rlvr-envs vs atroposlib's own process loop vs a raw client.
+
+Workload (as in the foundation issue): 16 groups x 8 completions x 64 tokens on the tiny random model.
+Rows, all measured in this run against the same server:
+  * rlvr-envs `qa_env.py process` (default concurrency), whole command and generation loop only;
+  * atroposlib's `process` loop (one group at a time) on a plain BaseEnv, whole command;
+  * a raw concurrent OpenAI client (16 chat requests with n=8 in flight at once), requests only.
+Targets: whole command >= 4x atroposlib's, loop >= 70% of the raw concurrent client.
+
+    python benchmarks/process_bench.py [--url http://127.0.0.1:9001/v1 --model /path/to/tiny-model]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GROUPS, N, TOKENS = 16, 8, 64
+
+
+def run_cmd(cmd: list[str]) -> float:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), WANDB_MODE="disabled", HF_HUB_OFFLINE="1")
+    start = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+    elapsed = time.monotonic() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{cmd[1]} failed:\n{proc.stderr[-3000:]}")
+    return elapsed
+
+
+def common(url: str, model: str) -> list[str]:
+    return ["--env.tokenizer_name", model, "--openai.model_name", model, "--openai.base_url", url,
+            "--env.group_size", str(N), "--env.total_steps", str(GROUPS)]  # fmt: skip
+
+
+def ours(url: str, model: str, out: Path) -> tuple[float, float]:
+    """(whole-command seconds, generation-loop seconds from the run's own summary)"""
+    path = out / "ours.jsonl"
+    wall = run_cmd([sys.executable, str(ROOT / "environments" / "qa_env.py"), "process", *common(url, model),
+                    "--env.max_tokens", str(TOKENS), "--env.data_path_to_save_groups", str(path)])  # fmt: skip
+    groups = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(groups) == GROUPS and all(g["tokens_exact"] for g in groups)
+    sampled = sum(
+        len(t) - m.count(-100) for g in groups for t, m in zip(g["tokens"], g["masks"], strict=True)
+    )
+    assert 0 < sampled <= GROUPS * N * TOKENS, sampled  # the random model rarely stops early
+    print(f"rlvr-envs sampled {sampled} completion tokens, stored as exact ids")
+    return wall, float(json.loads(path.with_suffix(".summary.json").read_text())["seconds"])
+
+
+def atropos(url: str, model: str, out: Path) -> float:
+    return run_cmd([sys.executable, str(ROOT / "benchmarks" / "atropos_baseline_env.py"), "process",
+                    *common(url, model), "--env.max_token_length", str(TOKENS), "--env.use_wandb", "false",
+                    "--openai.api_key", "x", "--env.data_path_to_save_groups", str(out / "atropos.jsonl")])  # fmt: skip
+
+
+async def raw_client(url: str, model: str) -> float:
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(base_url=url, api_key="x")
+    messages = [[{"role": "user", "content": f"What is {i} plus {i * 3}?"}] for i in range(GROUPS)]
+    start = time.monotonic()
+    results = await asyncio.gather(*(client.chat.completions.create(
+        model=model, messages=m, n=N, max_tokens=TOKENS, temperature=1.0) for m in messages))  # fmt: skip
+    elapsed = time.monotonic() - start
+    assert sum(len(r.choices) for r in results) == GROUPS * N
+    return elapsed
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--url", default=os.environ.get("RLVR_VLLM_URL"))
+    p.add_argument("--model", default=os.environ.get("RLVR_TINY_MODEL"))
+    args = p.parse_args()
+    from environments.local_model import VLLMServer, build_tiny_model
+
+    model = args.model or str(build_tiny_model(ROOT / ".cache" / "tiny-model"))
+    server = None
+    if not args.url:
+        server = VLLMServer(model, log_path=ROOT / ".cache" / "bench-vllm.log").start()
+        args.url = server.base_url
+    try:
+        asyncio.run(raw_client(args.url, model))  # warm-up: first logprobs/compile costs
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp)
+            ours_wall, loop = ours(args.url, model, out)
+            atropos_wall = atropos(args.url, model, out)
+            raw = asyncio.run(raw_client(args.url, model))
+    finally:
+        if server:
+            server.stop()
+    rollouts = GROUPS * N
+    rows = [
+        ("rlvr-envs process, whole command", ours_wall),
+        ("rlvr-envs process, generation loop", loop),
+        ("atroposlib process loop, whole command", atropos_wall),
+        ("raw concurrent OpenAI client", raw),
+    ]
+    print(f"\n{GROUPS} groups x {N} completions x {TOKENS} tokens, tiny random model on vLLM (CPU)\n")
+    print(f"{'run':42} {'seconds':>8} {'rollouts/s':>11}")
+    for name, secs in rows:
+        print(f"{name:42} {secs:8.2f} {rollouts / secs:11.1f}")
+    print(f"\nwhole command vs atroposlib: {atropos_wall / ours_wall:.2f}x (target >= 4x)")
+    print(f"generation loop vs raw concurrent client: {raw / loop:.0%} (target >= 70%)")
+
+
+if __name__ == "__main__":
+    main()

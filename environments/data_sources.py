@@ -1,0 +1,74 @@
+"""Reading dataset rows from the places users keep them: local JSONL/JSON/Parquet files or the HF hub.
+
+`load_rows("path/to/file.jsonl")` reads a local file; `load_rows("hf:owner/name", split=..., config=...)`
+(or any name that is not an existing path) goes through `datasets.load_dataset`. Environments map
+the rows' fields themselves. Splits: a local file serves both splits unless `eval_fraction` carves a
+deterministic eval slice off the end.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+
+class DataSourceError(ValueError):
+    """The dataset named in the config cannot be read (the message says which and why)."""
+
+
+def read_local(path: str | Path) -> list[dict[str, Any]]:
+    p = Path(path)
+    if not p.exists():
+        raise DataSourceError(f"dataset file {p} does not exist")
+    suffix = p.suffix.lower()
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return pq.read_table(p).to_pylist()
+    if suffix == ".json":
+        data = json.loads(p.read_text(encoding="utf-8"))
+        if not isinstance(data, list):
+            raise DataSourceError(f"{p}: a .json dataset must hold a list of objects")
+        return data
+    rows = []
+    with open(p, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataSourceError(f"{p}:{lineno}: invalid JSON ({exc.msg})") from None
+            rows.append(row if isinstance(row, Mapping) else {"_raw": row})
+    return rows
+
+
+def read_hub(name: str, split: str, config: str | None = None) -> list[dict[str, Any]]:
+    """Rows of a Hugging Face hub dataset (network + `datasets` needed; not used by the defaults)."""
+    try:
+        from datasets import load_dataset
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise DataSourceError("hub datasets need `pip install datasets`") from exc
+    try:
+        return list(load_dataset(name.removeprefix("hf:"), config, split=split))
+    except Exception as exc:  # noqa: BLE001 - surface any loader failure as one clear line
+        raise DataSourceError(f"cannot load hub dataset {name!r} split {split!r}: {exc}") from exc
+
+
+def load_rows(source: str, split: str = "train", config: str | None = None) -> list[dict[str, Any]]:
+    """Local file if `source` is an existing path (or ends in .jsonl/.json/.parquet), else the hub."""
+    if source.startswith("hf:"):
+        return read_hub(source, split, config)
+    if Path(source).exists() or source.endswith((".jsonl", ".json", ".parquet")):
+        return read_local(source)
+    return read_hub(source, split, config)
+
+
+def split_rows(rows: list[dict[str, Any]], split: str, eval_fraction: float) -> list[dict[str, Any]]:
+    """Deterministic split of one list: the last `eval_fraction` of rows is eval, the rest train."""
+    if eval_fraction <= 0:
+        return rows
+    cut = len(rows) - max(1, int(round(len(rows) * eval_fraction)))
+    return rows[cut:] if split == "eval" else rows[:cut]

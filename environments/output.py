@@ -1,0 +1,122 @@
+"""Process-mode output: an append-only, resumable JSONL of groups and a static HTML viewer.
+
+Each JSONL line is one group in atroposlib's `process` shape (`tokens`, `masks`, `scores`,
+`messages`, `inference_logprobs`, `overrides`, `group_overrides`, `generation_params`) plus our keys:
+`uid` (the group's stable key), `rewards` (every sample's RewardResult as a dict) and
+`finish_reasons`. `tokens` are the exact sampled ids when `tokens_exact` is true.
+
+Resuming: `GroupWriter` reads the uids already written, so a re-run neither duplicates nor loses
+groups. A torn last line (a crash mid-write) is cut off before appending.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+class GroupWriter:
+    """Appends one JSON line per group, flushed and fsynced, keyed by `record["uid"]`."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.done: set[str] = set()
+        self._repair_and_index()
+        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+
+    def _repair_and_index(self) -> None:
+        if not self.path.exists():
+            return
+        good_end = 0
+        with open(self.path, "rb") as f:
+            for line in f:
+                if not line.endswith(b"\n"):
+                    break
+                try:
+                    uid = json.loads(line).get("uid")
+                except (json.JSONDecodeError, AttributeError):
+                    break
+                if uid is not None:
+                    self.done.add(uid)
+                good_end += len(line)
+        if good_end < self.path.stat().st_size:
+            with open(self.path, "r+b") as f:
+                f.truncate(good_end)
+
+    def write(self, record: dict[str, Any]) -> None:
+        uid = record["uid"]
+        if uid in self.done:
+            return
+        self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self.done.add(uid)
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> GroupWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_groups(path: str | Path) -> Iterator[dict[str, Any]]:
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                yield json.loads(line)
+
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:2em;max-width:70em}
+details{border:1px solid #ccc;border-radius:6px;margin:.6em 0;padding:.4em .8em}
+summary{cursor:pointer;font-weight:600}
+.s{border-left:5px solid #999;margin:.6em 0;padding:.2em .8em;background:#fafafa}
+.pos{border-color:#2a2}.zero{border-color:#c33}.none{border-color:#e90}
+pre{white-space:pre-wrap;word-break:break-word;margin:.3em 0}
+.meta{color:#555;font-size:.9em}
+"""
+
+
+def _sample_html(messages: list[dict[str, Any]], reward: dict[str, Any] | None, score: Any) -> str:
+    value = reward.get("score") if reward else score
+    cls = "none" if value is None else ("pos" if value > 0 else "zero")
+    meta = f"score={value!r}"
+    if reward:
+        meta += f" · status={reward.get('status')} · {reward.get('reason', '')}"
+    turns = "".join(
+        f"<div><b>{html.escape(str(m.get('role', '?')))}</b><pre>{html.escape(str(m.get('content', '')))}</pre></div>"
+        for m in messages
+    )
+    return f'<div class="s {cls}"><div class="meta">{html.escape(meta)}</div>{turns}</div>'
+
+
+def write_html(jsonl_path: str | Path, html_path: str | Path | None = None) -> Path:
+    """Render the JSONL as a self-contained HTML page (all model text escaped). Returns its path."""
+    src = Path(jsonl_path)
+    out = Path(html_path) if html_path else src.with_suffix(".html")
+    parts = [
+        f"<!doctype html><meta charset=utf-8><title>{html.escape(src.name)}</title><style>{_CSS}</style>"
+    ]
+    parts.append(f"<h1>{html.escape(src.name)}</h1>")
+    for index, group in enumerate(read_groups(src)):
+        scores = group.get("scores", [])
+        rewards = group.get("rewards") or [None] * len(scores)
+        mean = sum(scores) / len(scores) if scores else float("nan")
+        samples = "".join(
+            _sample_html(msgs, rew, sc)
+            for msgs, rew, sc in zip(group.get("messages", []), rewards, scores, strict=False)
+        )
+        title = (
+            f"Group {index} · {html.escape(str(group.get('uid')))} · {len(scores)} samples · mean {mean:.3f}"
+        )
+        parts.append(f"<details><summary>{title}</summary>{samples}</details>")
+    out.write_text("".join(parts), encoding="utf-8")
+    return out

@@ -1,0 +1,1 @@
+"""Rubrics exported to trainers and frameworks (Verifiers; TRL/veRL to come)."""

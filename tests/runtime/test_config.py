@@ -1,0 +1,60 @@
+"""atroposlib traps fixed centrally: list configs, wandb off, wandb_name set, dummy key, fail-fast errors."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from atroposlib.envs.server_handling.server_baseline import APIServerConfig
+
+from environments.qa_env import QAEnv, QAEnvConfig, QATask
+from environments.servers import VLLMTokenServer
+
+
+def test_config_init_returns_a_list_with_offline_friendly_defaults():
+    env_config, servers = QAEnv.config_init()
+    assert isinstance(servers, list) and len(servers) == 1
+    assert env_config.use_wandb is False and env_config.wandb_name == "qa"
+    assert servers[0].api_key and servers[0].server_type == "vllm"
+
+
+def test_constructor_honours_a_bare_config_and_never_forces_wandb(tiny_model, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["qa_env.py", "process"])
+    config = QAEnvConfig(tokenizer_name=str(tiny_model), use_wandb=True, wandb_name=None)
+    server = APIServerConfig(
+        base_url="http://127.0.0.1:1/v1",
+        model_name="m",
+        api_key="",
+        tokenizer_name="none",
+        server_type="vllm",
+    )
+    env = QAEnv(config, server)
+    assert [s.config.base_url for s in env.server.servers] == ["http://127.0.0.1:1/v1"]
+    assert isinstance(env.server.servers[0], VLLMTokenServer)
+    assert env.config.use_wandb is False and env.config.wandb_name == "qa"
+    assert env.server.servers[0].config.api_key == "x"
+
+
+def test_bad_group_size_is_a_clear_error(tiny_model):
+    with pytest.raises(ValueError, match="group_size"):
+        QAEnv(
+            QAEnvConfig(tokenizer_name=str(tiny_model), group_size=0),
+            [APIServerConfig(base_url="http://x/v1")],
+        )
+
+
+def test_malformed_rows_are_skipped_with_one_line_each(tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text(
+        '{"question": "q1", "answer": "a"}\n{"question": "q2"}\n{"answer": "b", "question": ""}\n'
+    )
+    items, errors = QATask(QAEnvConfig(dataset=str(data), eval_fraction=0)).items("train")
+    assert [i.answer for i in items] == ["a"]
+    assert len(errors) == 2 and "missing field 'answer'" in errors[0] and "'question' is empty" in errors[1]
+
+
+def test_unreadable_dataset_is_one_clear_error(tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"question": "q1", "answer": "a"}\nnot json\n')
+    with pytest.raises(ValueError, match=r"d.jsonl:2: invalid JSON"):
+        QATask(QAEnvConfig(dataset=str(data))).items("train")

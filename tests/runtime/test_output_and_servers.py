@@ -1,0 +1,77 @@
+"""Resumable JSONL, the escaped HTML viewer, vLLM response validation and server-class choice."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from atroposlib.envs.server_handling.openai_server import OpenAIServer
+from atroposlib.envs.server_handling.vllm_server import VLLMServer
+
+from environments.output import GroupWriter, read_groups, write_html
+from environments.servers import InferenceError, VLLMTokenServer, parse_token_completion, server_class_for
+
+
+def test_writer_resumes_without_duplicates_and_repairs_a_torn_line(tmp_path):
+    path = tmp_path / "g.jsonl"
+    with GroupWriter(path) as w:
+        w.write({"uid": "a", "scores": [1.0]})
+        w.write({"uid": "a", "scores": [9.0]})
+        w.write({"uid": "b", "scores": [0.0]})
+    with open(path, "a") as f:
+        f.write('{"uid": "c", "sco')  # crash mid-write
+    with GroupWriter(path) as w:
+        assert w.done == {"a", "b"}
+        w.write({"uid": "c", "scores": [0.5]})
+    assert [g["uid"] for g in read_groups(path)] == ["a", "b", "c"]
+    assert all(json.loads(line) for line in path.read_text().splitlines())
+
+
+def test_html_viewer_escapes_model_text(tmp_path):
+    path = tmp_path / "g.jsonl"
+    evil = "<script>alert(1)</script>"
+    with GroupWriter(path) as w:
+        w.write(
+            {
+                "uid": "x",
+                "scores": [1.0],
+                "messages": [[{"role": "assistant", "content": evil}]],
+                "rewards": [{"score": 1.0, "status": "ok", "reason": "match"}],
+            }
+        )
+    html = write_html(path).read_text()
+    assert evil not in html and "&lt;script&gt;" in html and "status=ok" in html
+
+
+def payload(ids=(5, 6), lps=(-0.1, -0.2), prompt=(1, 2), n=1):
+    choice = {
+        "index": 0,
+        "token_ids": list(ids),
+        "prompt_token_ids": list(prompt),
+        "logprobs": {"token_logprobs": list(lps)},
+        "finish_reason": "length",
+    }
+    return {"choices": [dict(choice, index=i) for i in range(n)]}
+
+
+def test_token_completion_parsing_and_validation():
+    p, ids, lps, reasons = parse_token_completion(payload(n=2), [1, 2], 2)
+    assert (
+        p == [1, 2] and ids == [[5, 6], [5, 6]] and lps[0] == [-0.1, -0.2] and reasons == ["length", "length"]
+    )
+    with pytest.raises(InferenceError, match="n=3"):
+        parse_token_completion(payload(n=2), [1, 2], 3)
+    with pytest.raises(InferenceError, match="different prompt"):
+        parse_token_completion(payload(prompt=(9,)), [1, 2], 1)
+    with pytest.raises(InferenceError, match="logprobs"):
+        parse_token_completion(payload(lps=(-0.1,)), [1, 2], 1)
+    with pytest.raises(InferenceError, match="token_ids"):
+        parse_token_completion({"choices": [{"index": 0, "text": "hi"}]}, [1, 2], 1)
+
+
+def test_server_class_choice():
+    assert server_class_for("vllm", "openai") is VLLMTokenServer
+    assert server_class_for("vllm", "generate") is VLLMServer
+    assert server_class_for("openai", "openai") is OpenAIServer
+    with pytest.raises(ValueError):
+        server_class_for("tgi", "openai")
