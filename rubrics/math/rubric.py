@@ -7,14 +7,16 @@
   `components["format"]`; the score is `correct + format_weight · format` for verified results.
 * Checks run in a worker thread (`asyncio.to_thread`) over a `CasPool` of processes, so the event
   loop never blocks; `aclose()` stops the pool this rubric created.
-* `sample.answer` may be one gold or a list of accepted golds (any match counts).
+* `sample.answer` may be one gold or a list of accepted golds (any match counts);
+  `sample.info["math_policy"]` (a dict of `MathPolicy` fields) overrides the policy per item.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from rubrics.core import RewardResult, Rubric, Sample, Status
 from rubrics.math.policy import DEFAULT_POLICY, MathPolicy
@@ -71,9 +73,12 @@ class MathRubric(Rubric):
         if not golds or any(g is None or not str(g).strip() for g in golds):
             return RewardResult.unverified(Status.ERROR, "sample has no gold answer")
         pool = self.pool if self._pool is None else self._pool
-        verdict = await asyncio.to_thread(
-            best_verdict, sample.completion_text, [str(g) for g in golds], self.policy, pool
-        )
+        policy = self.policy
+        overrides = sample.info.get("math_policy") if isinstance(sample.info, Mapping) else None
+        if overrides:
+            policy = replace(policy, **dict(overrides))
+        texts = [str(g) for g in golds]
+        verdict = await asyncio.to_thread(best_verdict, sample.completion_text, texts, policy, pool)
         self.counts[verdict.reason] += 1
         return self.result(verdict)
 
