@@ -9,6 +9,7 @@ a dead worker). Deterministic: the same inputs give the same verdict in any thre
 from __future__ import annotations
 
 import re
+import time
 from collections import Counter
 from dataclasses import dataclass
 
@@ -60,7 +61,12 @@ def _structure(answers: tuple[str, ...], policy: MathPolicy) -> Node:
 def verify(
     response: str, gold: str, policy: MathPolicy = DEFAULT_POLICY, pool: CasPool | None = None
 ) -> Verdict:
-    """Grade one completion (or bare answer) against one gold answer. Never raises for model output."""
+    """Grade one completion (or bare answer) against one gold answer. Never raises for model output.
+
+    The CAS part of the whole call (retries included) shares one deadline, `policy.cas_timeout_s`
+    from the start of the call; on expiry the verdict is `timeout` (unverified), never a zero.
+    """
+    deadline = time.monotonic() + policy.cas_timeout_s
     golds = gold_answers(str(gold))
     if not any(g.strip() for g in golds):
         return _done(Verdict(False, "error", detail="empty gold"))
@@ -112,7 +118,8 @@ def verify(
             return _done(Verdict(False, "mismatch", shown, how=how))
         simple = isinstance(pred_node, Leaf) and isinstance(gold_node, Leaf)
         return _done(Verdict(True, "match_exact" if simple else "match_structured", shown, how=how))
-    outcome = (pool or default_pool()).run((pred_node, gold_node, policy), policy.cas_timeout_s)
+    pool = pool or default_pool()
+    outcome = pool.run((pred_node, gold_node, policy), max(deadline - time.monotonic(), 0.0))
     if outcome.status == "timeout":
         return _done(Verdict(False, "timeout", shown, outcome.detail, how))
     if outcome.status != "ok":
@@ -120,7 +127,7 @@ def verify(
     correct, reason = outcome.value
     if not correct and policy.degrees == "radians" and len(g_norm) == 1 and _DEGREES.search(str(gold)):
         radians = Leaf(f"\\frac{{({g_norm[0].rstrip('%')})\\pi}}{{180}}")
-        again = (pool or default_pool()).run((pred_node, radians, policy), policy.cas_timeout_s)
+        again = pool.run((pred_node, radians, policy), max(deadline - time.monotonic(), 0.0))
         if again.status == "ok" and again.value[0]:
             return _done(Verdict(True, "match_cas", shown, "degrees read as radians", how))
     return _done(Verdict(bool(correct), reason, shown, how=how))
