@@ -48,7 +48,9 @@ _COPULA = re.compile(
 )
 _STATEMENT_END = re.compile(r"(?<=[.!?])\s+(?=\S)|(?<=\$\$)\s+(?=[A-Z])|(?<=\\\])\s+(?=[A-Z])|[。।\n]+")
 _CLAUSE = re.compile(
-    r"(?:所以|因此|इसलिए|لذا|(?<![A-Za-z])(?:therefore|thus|hence|so|donc)(?![A-Za-z]))", re.IGNORECASE
+    r"(?:所以|因此|इसलिए|لذا|(?<![A-Za-z])(?:therefore|thus|hence|so|donc|we\s+(?:find|get|obtain|have)\s+(?:that)?|"
+    r"gives|yields|results\s+in|conclude\s+(?:that)?)(?![A-Za-z]))",
+    re.IGNORECASE,
 )
 _CANDIDATE = re.compile(
     r"\\frac\{[^{}]*\}\{[^{}]*\}|(?<![A-Za-z\d.])(?:-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+(?:\.\d+)?)?\s*%?"
@@ -366,14 +368,6 @@ def _bare_answer(seg: str) -> str | None:
     return None if words else s
 
 
-_MARKER = re.compile(
-    r"\*\*|(?<![A-Za-z])(?:is|are|equals|est|es|be|it's|therefore|thus|hence|so|donc|hay|find|found|get|got|obtain|"
-    r"obtained|gives?|yields?|conclude|results?\s+in)(?![A-Za-z])"
-    r"|=|:|：|是|为|所以|因此|答案|इसलिए|لذا|هو",
-    re.IGNORECASE,
-)
-
-
 def _fallback_answer(text: str) -> tuple[str, ...] | None:
     """The final statement's one candidate; the statement must conclude (copula, 'so', '=', bold)."""
     if _INJECTION.search(text[-2000:]):
@@ -383,11 +377,22 @@ def _fallback_answer(text: str) -> tuple[str, ...] | None:
         if back >= 2:
             return None
         if re.search(r"\d", st) or math_spans(st):
-            if not _MARKER.search(_outside_spans(st)) and not re.search(r"\*\*", st):
+            parts = _CLAUSE.split(st)
+            clauses = [c for c in parts if re.search(r"\d", c) or math_spans(c)]
+            chosen = clauses[-1] if clauses else st
+            concluded = len(parts) > 1 and clauses and chosen is parts[-1] or "**" in chosen
+            if not (concluded or _copula_at_top(chosen)):
                 return None
-            clauses = [c for c in _CLAUSE.split(st) if re.search(r"\d", c) or math_spans(c)]
-            return _statement_answers(clauses[-1] if clauses else st, unique=True)
+            return _statement_answers(chosen, unique=True)
     return None
+
+
+def _copula_at_top(piece: str) -> bool:
+    from rubrics.math.structure import _depths
+
+    prose = _outside_spans(piece)
+    depth = _depths(prose)
+    return any(depth[m.start()] == 0 for m in _COPULA.finditer(prose))
 
 
 def _outside_spans_keep(text: str) -> str:
@@ -420,6 +425,8 @@ def extract(text: str, *, fallback: bool = True, max_chars: int = 400_000) -> Ex
         tag = tags[-1].strip()
         return Extraction((tag,) if tag else None, "answer tag")
     anchored = _anchor_answer(seg)
+    if anchored is None and _ANCHOR.search(seg):
+        return Extraction(None, "an answer anchor without a usable answer")
     if anchored:
         if _INJECTION.search(seg[-2000:]):
             return Extraction(None, "anchored answer next to grader-directed text")

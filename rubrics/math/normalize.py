@@ -69,9 +69,19 @@ def _unwrap_text(s: str) -> str:
     )
 
 
+_SUPER = dict(zip("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻", "0123456789+-", strict=True))
+_SUB = dict(zip("₀₁₂₃₄₅₆₇₈₉", "0123456789", strict=True))
+
+
+def _scripts(s: str) -> str:
+    """`x²` → `x^{2}`, `a₁₂` → `a_{12}` (NFKC would glue them onto the base: `2²` → `22`)."""
+    s = re.sub("[⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻]+", lambda m: "^{" + "".join(_SUPER[c] for c in m.group(0)) + "}", s)
+    return re.sub("[₀₁₂₃₄₅₆₇₈₉]+", lambda m: "_{" + "".join(_SUB[c] for c in m.group(0)) + "}", s)
+
+
 def normalize(ans: str, policy: MathPolicy) -> str:
     """Canonical text of one answer; equal strings mean equal answers (`match_string`)."""
-    s = unicodedata.normalize("NFKC", ans.translate(_SPACES))
+    s = unicodedata.normalize("NFKC", _scripts(ans.translate(_SPACES))).replace("\u2044", "/")
     runs = re.findall(r"(\\+)(?=[A-Za-z])", s)
     if runs and all(len(r) % 2 == 0 for r in runs):  # wholly double-escaped (\\frac -> \frac)
         s = re.sub(r"\\\\(?=[A-Za-z])", r"\\", s)

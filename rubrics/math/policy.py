@@ -43,7 +43,7 @@ class MathPolicy:
     degrees: Literal["strip", "radians"] = "strip"
     relation_direction: Literal["gold_to_pred", "both"] = "gold_to_pred"
     prose_fallback: bool = True
-    cas_timeout_s: float = 1.5
+    cas_timeout_s: float = 1.0
     max_chars: int = 400_000
     max_answer_chars: int = 2_000
     max_depth: int = 64

@@ -63,10 +63,10 @@ def verify(
 ) -> Verdict:
     """Grade one completion (or bare answer) against one gold answer. Never raises for model output.
 
-    The CAS part of the whole call (retries included) shares one deadline, `policy.cas_timeout_s`
-    from the start of the call; on expiry the verdict is `timeout` (unverified), never a zero.
+    The CAS part of the call (retries included) shares one deadline, `policy.cas_timeout_s` from the
+    first CAS request; on expiry the verdict is `timeout` (unverified), never a zero. (Starting the
+    process-wide pool on the very first CAS request is a one-time cost outside that budget.)
     """
-    deadline = time.monotonic() + policy.cas_timeout_s
     golds = gold_answers(str(gold))
     if not any(g.strip() for g in golds):
         return _done(Verdict(False, "error", detail="empty gold"))
@@ -119,6 +119,7 @@ def verify(
         simple = isinstance(pred_node, Leaf) and isinstance(gold_node, Leaf)
         return _done(Verdict(True, "match_exact" if simple else "match_structured", shown, how=how))
     pool = pool or default_pool()
+    deadline = time.monotonic() + policy.cas_timeout_s
     outcome = pool.run((pred_node, gold_node, policy), max(deadline - time.monotonic(), 0.0))
     if outcome.status == "timeout":
         return _done(Verdict(False, "timeout", shown, outcome.detail, how))
