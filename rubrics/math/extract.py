@@ -6,7 +6,7 @@ block holds no answer):
 1. `\boxed{…}` / `\fbox{…}` / `\boxed 5` with real brace matching. Every box counts: distinct boxes
    form a multi-answer that must equal the gold as a whole (so `\boxed{3} or \boxed{5}` never
    matches `3`), agreeing duplicates collapse. An empty or unclosed box means no answer.
-2. The last `<answer>…</answer>` tag.
+2. `<answer>…</answer>` tags, with the same all-must-agree rule as boxes.
 3. The last "final answer is" / "the answer is" / "Answer:" anchor (also `réponse est`, `答案是`):
    the statement after it, cut at the copula ("…volume is 120" → `120`).
 4. Optional (`MathPolicy.prose_fallback`): the final statement, only when it holds exactly one
@@ -420,10 +420,11 @@ def extract(text: str, *, fallback: bool = True, max_chars: int = 400_000) -> Ex
         if late:
             return Extraction(late, "anchor after the boxes")
         return Extraction(tuple(dict.fromkeys(boxes)), "boxed")
-    tags = _TAG.findall(seg)
+    tags = [t.strip() for t in _TAG.findall(seg)]
     if tags:
-        tag = tags[-1].strip()
-        return Extraction((tag,) if tag else None, "answer tag")
+        if not all(tags):
+            return Extraction(None, "empty <answer> tag")
+        return Extraction(tuple(dict.fromkeys(tags)), "answer tag")
     anchored = _anchor_answer(seg)
     if anchored is None and _ANCHOR.search(seg):
         return Extraction(None, "an answer anchor without a usable answer")

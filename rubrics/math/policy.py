@@ -27,6 +27,9 @@ class MathPolicy:
     relation_direction: "gold_to_pred" (default): a gold inequality (`-1 < x < 2`) accepts the
         pred's solution set (`(-1, 2)`), never the reverse (a restated inequality is no answer
         to "give the interval"). "both" accepts either direction.
+    list_order: "set" (default): a bare list `4, 10, -2` is compared as a set (a box per solution
+        gives no order either); "ordered" compares bare lists element by element (Hendrycks MATH).
+        Bracketed tuples/intervals are always ordered, `\\{…\\}` sets never.
     prose_fallback: True (default): with no box, `<answer>` tag or "answer is"/"Answer:" anchor,
         grade the completion's final statement only when it holds exactly one candidate answer,
         no hedge words and no grader-directed text. It is never a last-number-anywhere search:
@@ -42,6 +45,7 @@ class MathPolicy:
     unreduced_fractions: bool = True
     degrees: Literal["strip", "radians"] = "strip"
     relation_direction: Literal["gold_to_pred", "both"] = "gold_to_pred"
+    list_order: Literal["set", "ordered"] = "set"
     prose_fallback: bool = True
     cas_timeout_s: float = 1.0
     max_chars: int = 400_000
@@ -50,3 +54,10 @@ class MathPolicy:
 
 
 DEFAULT_POLICY = MathPolicy()
+
+
+def rules_of(policy: MathPolicy):
+    """The comparison knobs `rubrics.math.structure.compare` needs."""
+    from rubrics.math.structure import Rules
+
+    return Rules(direction=policy.relation_direction, ordered_lists=policy.list_order == "ordered")

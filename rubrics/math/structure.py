@@ -73,6 +73,17 @@ class Dict:
 
 
 Node = object
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Comparison policy knobs (from `MathPolicy`): relation direction and bare-list order."""
+
+    direction: str = "gold_to_pred"
+    ordered_lists: bool = False
+
+
+DEFAULT_RULES = Rules()
 LeafCmp = Callable[[str, str, str], bool]
 
 _OPEN, _CLOSE = "([{", ")]}"
@@ -334,34 +345,34 @@ def rel_to_interval(r: Rel) -> Node | None:
     return None
 
 
-def compare(pred: Node, gold: Node, leaf: LeafCmp, direction: str = "gold_to_pred") -> bool:
+def compare(pred: Node, gold: Node, leaf: LeafCmp, rules: Rules = DEFAULT_RULES) -> bool:
     """True when `pred` answers `gold` (see module docstring). `leaf` may raise NeedCAS."""
     if isinstance(gold, Assign) and isinstance(pred, Rel):
         return _compare_rel(pred, Rel((gold.lhs, gold.rhs), ("=",)), leaf)
     if isinstance(gold, Assign) and not isinstance(pred, Assign):
-        return compare(pred, gold.value, leaf, direction)
+        return compare(pred, gold.value, leaf, rules)
     if isinstance(pred, Assign):
         if isinstance(gold, Assign):
-            return pred.name == gold.name and compare(pred.value, gold.value, leaf, direction)
+            return pred.name == gold.name and compare(pred.value, gold.value, leaf, rules)
         if isinstance(gold, Rel):
             return _compare_rel(Rel((pred.lhs, pred.rhs), ("=",)), gold, leaf)
-        return compare(pred.value, gold, leaf, direction)
+        return compare(pred.value, gold, leaf, rules)
     if isinstance(pred, Text) or isinstance(gold, Text):
         return _key(pred) == _key(gold) and _key(gold) != ""
     if isinstance(gold, Rel) and not isinstance(pred, Rel):
         as_set = rel_to_interval(gold)
-        return as_set is not None and compare(pred, as_set, leaf, direction)
+        return as_set is not None and compare(pred, as_set, leaf, rules)
     if isinstance(pred, Rel) and not isinstance(gold, Rel):
         if all(o == "=" for o in pred.ops) and not re.search(
             r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", pred.parts[0])
         ):
-            return compare(parse_item(pred.parts[-1]), gold, leaf, direction)
-        as_set = rel_to_interval(pred) if direction == "both" else None
-        return as_set is not None and compare(as_set, gold, leaf, direction)
+            return compare(parse_item(pred.parts[-1]), gold, leaf, rules)
+        as_set = rel_to_interval(pred) if rules.direction == "both" else None
+        return as_set is not None and compare(as_set, gold, leaf, rules)
     if isinstance(pred, Rel):
         return _compare_rel(pred, gold, leaf)
     if isinstance(gold, Dict) or isinstance(pred, Dict):
-        return _compare_dict(pred, gold, leaf, direction)
+        return _compare_dict(pred, gold, leaf, rules)
     if isinstance(pred, Leaf) and isinstance(gold, Leaf):
         return pred.text == gold.text or leaf(pred.text, gold.text, "value")
     if isinstance(pred, Matrix) and isinstance(gold, Matrix):
@@ -373,9 +384,9 @@ def compare(pred: Node, gold: Node, leaf: LeafCmp, direction: str = "gold_to_pre
             for a, b in zip(ra, rb, strict=True)
         )
     if isinstance(pred, Union) and isinstance(gold, Union):
-        return _unordered(pred.items, gold.items, leaf, direction)
+        return _unordered(pred.items, gold.items, leaf, rules)
     if isinstance(pred, Seq) and isinstance(gold, Seq):
-        return _compare_seq(pred, gold, leaf, direction)
+        return _compare_seq(pred, gold, leaf, rules)
     return False
 
 
@@ -387,50 +398,52 @@ def _key(n: Node) -> str:
     return "\x00structured"
 
 
-def _compare_seq(p: Seq, g: Seq, leaf: LeafCmp, direction: str) -> bool:
+def _compare_seq(p: Seq, g: Seq, leaf: LeafCmp, rules: Rules) -> bool:
     if len(p.items) != len(g.items) and not ({p.kind, g.kind} <= {"list", "set"}):
         return False
     unordered = {"list", "set"}
+    if p.kind == g.kind == "list" and rules.ordered_lists:
+        return _ordered(p.items, g.items, leaf, rules)
     if p.kind in unordered and g.kind in unordered:
-        return _unordered(p.items, g.items, leaf, direction)
+        return _unordered(p.items, g.items, leaf, rules)
     if p.kind in unordered or g.kind in unordered:
         if "set" in (p.kind, g.kind):
             return False
-        return _ordered(p.items, g.items, leaf, direction)
-    return p.kind == g.kind and _ordered(p.items, g.items, leaf, direction)
+        return _ordered(p.items, g.items, leaf, rules)
+    return p.kind == g.kind and _ordered(p.items, g.items, leaf, rules)
 
 
-def _ordered(ps: tuple, gs: tuple, leaf: LeafCmp, direction: str) -> bool:
-    return len(ps) == len(gs) and all(compare(a, b, leaf, direction) for a, b in zip(ps, gs, strict=True))
+def _ordered(ps: tuple, gs: tuple, leaf: LeafCmp, rules: Rules) -> bool:
+    return len(ps) == len(gs) and all(compare(a, b, leaf, rules) for a, b in zip(ps, gs, strict=True))
 
 
-def _unordered(ps: tuple, gs: tuple, leaf: LeafCmp, direction: str) -> bool:
+def _unordered(ps: tuple, gs: tuple, leaf: LeafCmp, rules: Rules) -> bool:
     """Set equality: every pred element matches some gold element and vice versa (dupes collapse)."""
     if not ps or not gs:
         return not ps and not gs
     matched_gold = set()
     for a in ps:
-        hits = [j for j, b in enumerate(gs) if compare(a, b, leaf, direction)]
+        hits = [j for j, b in enumerate(gs) if compare(a, b, leaf, rules)]
         if not hits:
             return False
         matched_gold.update(hits)
     return len(matched_gold) == len(gs)
 
 
-def _compare_dict(p: Node, g: Node, leaf: LeafCmp, direction: str) -> bool:
+def _compare_dict(p: Node, g: Node, leaf: LeafCmp, rules: Rules) -> bool:
     if isinstance(p, Dict) and isinstance(g, Dict):
         pk, gk = dict(p.items), dict(g.items)
         if set(pk) == set(gk):
-            return all(compare(pk[k], gk[k], leaf, direction) for k in gk)
-        return _ordered(tuple(pk.values()), tuple(gk.values()), leaf, direction)
+            return all(compare(pk[k], gk[k], leaf, rules) for k in gk)
+        return _ordered(tuple(pk.values()), tuple(gk.values()), leaf, rules)
     pv = tuple(v for _, v in p.items) if isinstance(p, Dict) else None
     gv = tuple(v for _, v in g.items) if isinstance(g, Dict) else None
     other = g if pv is not None else p
     if not isinstance(other, Seq):
         return False
     if pv is not None:
-        return _compare_seq(Seq("()" if other.kind != "list" else "list", pv), other, leaf, direction)
-    return _compare_seq(other, Seq("()" if other.kind != "list" else "list", gv), leaf, direction)
+        return _compare_seq(Seq("()" if other.kind != "list" else "list", pv), other, leaf, rules)
+    return _compare_seq(other, Seq("()" if other.kind != "list" else "list", gv), leaf, rules)
 
 
 def _compare_rel(p: Rel, g: Node, leaf: LeafCmp) -> bool:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from rubrics.math.extract import extract, extract_letter, gold_answers, gold_letter
 from rubrics.math.normalize import normalize
 from rubrics.math.numeric import cheap_numbers
-from rubrics.math.policy import DEFAULT_POLICY, MathPolicy
+from rubrics.math.policy import DEFAULT_POLICY, MathPolicy, rules_of
 from rubrics.math.pool import CasPool, default_pool
 from rubrics.math.structure import Leaf, NeedCAS, Node, TooComplex, _group, compare, parse_answer
 
@@ -108,7 +108,7 @@ def verify(
         raise NeedCAS
 
     try:
-        ok = compare(pred_node, gold_node, cheap_leaf, policy.relation_direction)
+        ok = compare(pred_node, gold_node, cheap_leaf, rules_of(policy))
     except NeedCAS:
         ok = None
     except (TooComplex, RecursionError) as exc:

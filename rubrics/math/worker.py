@@ -11,6 +11,7 @@ import sympy  # noqa: F401 - preloaded in the forkserver so forked workers start
 
 from rubrics.math.cas import ConvertError, relations_equal, values_equal
 from rubrics.math.numeric import cheap_numbers
+from rubrics.math.policy import rules_of
 from rubrics.math.structure import TooComplex, compare
 
 
@@ -43,7 +44,7 @@ def handle(job: tuple[Any, Any, Any]) -> Any:
             flags["convert"] += 1
             return False
 
-    if compare(pred, gold, leaf, policy.relation_direction):
+    if compare(pred, gold, leaf, rules_of(policy)):
         return True, "match_cas"
     if flags["complex"]:
         return False, "too_complex"

@@ -42,3 +42,10 @@ def test_relation_direction_policy():
 def test_prose_fallback_policy():
     assert ok("Adding them up, the total is 42.", "42")
     assert not ok("Adding them up, the total is 42.", "42", prose_fallback=False)
+
+
+def test_list_order_policy():
+    assert ok("4, 10, -2", "10, 4, -2")
+    assert not ok("4, 10, -2", "10, 4, -2", list_order="ordered")
+    assert ok("10, 4, -2", "10, 4, -2", list_order="ordered")
+    assert not ok(r"\boxed{(3, 2)}", "(2, 3)")
