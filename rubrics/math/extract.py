@@ -34,8 +34,9 @@ _ANCHOR = re.compile(
 _CHAT_JUNK = re.compile(r"<\|(?:im_start|im_end|endoftext|eot_id)\|>.*", re.DOTALL)
 _HOPE = re.compile(r"I\s+hope\s+it\s+is\s+correct\.?", re.IGNORECASE)
 _INJECTION = re.compile(
-    r"ignore\s+(?:all|any|the|previous|prior|above)|instruction|grader|grading|verifier|reward|"
-    r"system\s+prompt|mark\s+(?:this|it|the)|as\s+correct|you\s+must|override",
+    r"ignore\s+(?:all|any|the|previous|prior|above|your)|(?:previous|prior|system|new)\s+instructions?|grader|"
+    r"grading|verifier|reward\s+(?:model|function|of)|system\s+prompt|mark\s+(?:this|it|the\s+answer)|"
+    r"(?:graded|accepted|treated)\s+as\s+correct|override",
     re.IGNORECASE,
 )
 _HEDGE = re.compile(
@@ -233,7 +234,10 @@ def _anchor_answer(text: str) -> tuple[str, ...] | None:
         last = m
     if last is None:
         return None
-    piece = _cut_statement(text[last.end() :])
+    rest = text[last.end() :].lstrip(" :")
+    if rest.startswith("**") and rest.count("**") % 2 == 1:  # the anchor's own bold closer ("**Answer:** 12")
+        rest = rest[2:].lstrip(" :")
+    piece = _cut_statement(rest)
     boxes, _ = find_boxes(piece)
     if boxes:
         return tuple(boxes)
@@ -498,6 +502,20 @@ def gold_letter(gold_answer: str) -> str | None:
     return None
 
 
+def _box_letter(content: str) -> str:
+    """`C`, `(C)`, `\\text{(C)}`, `\\textbf{(C) } 12` → `C`; anything else is returned unchanged."""
+    plain = re.sub(r"\\(?:text|textbf|mathrm|mathbf)\s*\{([^{}]*)\}", r"\1", content).strip()
+    plain = re.sub(r"\\[ ,;!]|[{}$]", " ", plain).strip()
+    m = re.fullmatch(r"\(?([A-J])\)?\.?", plain)
+    if m:
+        return m.group(1)
+    m = re.match(r"\(([A-J])\)\s", plain + " ")
+    others = re.search(
+        r"\([A-J]\)|(?<![A-Za-z])(?:or|and)\s+\(?[A-J]\)?(?![A-Za-z])|/\s*\(?[A-J]\b", plain[3:]
+    )
+    return m.group(1) if m and not others else content
+
+
 def _letter_at(match: re.Match[str], text: str) -> str | None:
     if _MCQ_HEDGE.match(text[match.end() :]):
         return None
@@ -514,7 +532,7 @@ def extract_letter(text: str) -> str | None:
     if bad:
         return None
     if boxes:
-        letters = {gold_letter(b) or _strip_wrappers(b) for b in boxes}
+        letters = {_box_letter(b) for b in boxes}
         if len(letters) != 1:
             return None
         only = letters.pop()

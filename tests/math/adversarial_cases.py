@@ -168,6 +168,10 @@ MCQ = [
     ("ABCD", "C", False),
     ("Answer: A and C", "C", False),
     ("Every option (A, B, C, D) could work.", "C", False),
+    (r"\boxed{(C) or (D)}", "C", False),
+    (r"\boxed{(C)\text{ and }(D)}", "C", False),
+    (r"\boxed{\textbf{(C) } 12}", "C", True),
+    (r"\boxed{\text{(C)}\ 12}", "C", True),
 ]
 STRUCTURE = [
     (r"\boxed{2}", r"2, 3", False),
@@ -205,6 +209,16 @@ EQUIVALENT = [
     (r"\boxed{x \in [1, 2)}", "[1,2)", True),
     (r"\boxed{\$1{,}000}", "1000", True),
     (r"\boxed{10\text{ cm}^2}", "10", True),
+    ("**Answer:** 12", "12", True),
+    ("Final Answer: **73**", "73", True),
+    (r"\boxed{" + "(" * 200 + "1" + ")" * 200 + "}", "1", True),
+    (r"\boxed{\log_2 8}", "3", True),
+    (r"\boxed{e^{i\pi}}", "-1", True),
+    (r"\boxed{y=2x+1}", "2x - y + 1 = 0", True),
+    (r"\boxed{x \in (-\infty, 2)}", "x < 2", True),
+    (r"\boxed{(-\infty, 2]}", "x < 2", False),
+    (r"\boxed{0.866}", r"\frac{\sqrt3}{2}", False),
+    (r"\boxed{-\infty}", r"\infty", False),
 ]
 
 ALL = {
