@@ -6,9 +6,12 @@ r"""CAS comparison of two expressions (runs inside the worker processes of `rubr
   evaluated by `sympy.parse_expr` with empty builtins.
 * Guards before any evaluation: length, nesting depth, and a bound on the size of integers the
   expression can produce (towers, factorials, exp) — past them, `TooComplex`.
-* Equality: exact for constants (rational difference, then 60-digit numerics, then `simplify`, then
-  150-digit numerics), random-point evaluation for expressions with symbols; equations compare as
-  proportional `lhs - rhs`, inequalities as positive multiples.
+* Equality, never accepting on numerics alone: constants compare exactly (rational difference), a
+  60-digit evaluation can only reject, and acceptance needs `simplify(difference) == 0`. Expressions
+  with symbols are evaluated exactly at 4 rational points (rational functions decide there); other
+  expressions are screened numerically and accepted only when `simplify` proves the identity (with
+  positive symbols). So `sqrt(10^400+1)` ≠ `10^200` and `sin²x+cos²x+10^-60` ≠ `1`. Equations compare
+  as proportional `lhs - rhs` (exact ratios at the points), inequalities as positive multiples.
 """
 
 from __future__ import annotations
@@ -458,18 +461,46 @@ _POINTS = (
 )
 
 
-def _at_points(expr_a, expr_b, symbols: list) -> list[tuple[complex, complex]]:
+def _points(symbols: list) -> list[dict]:
+    """Four deterministic rational points (positive, away from small integers) for the symbols."""
     sp = _sympy()[0]
+    return [
+        {s: sp.Rational(str(row[k % len(row)] + 0.1 * (k // len(row)))) for k, s in enumerate(symbols)}
+        for row in _POINTS
+    ]
+
+
+def _value_at(expr, subs: dict):
+    """`expr` at a rational point: exact (a sympy Rational) when it is a rational function there,
+    else a finite complex at 50 digits, else None (undefined at that point)."""
+    sp = _sympy()[0]
+    try:
+        v = expr.xreplace(subs)
+        if v.has(sp.nan, sp.zoo, sp.oo, -sp.oo):
+            return None
+        if v.is_Rational:
+            return v
+        return _finite(v.evalf(50))
+    except (TypeError, ValueError, ZeroDivisionError, OverflowError, ArithmeticError):
+        return None
+
+
+def _at_points(expr_a, expr_b, symbols: list) -> list[tuple]:
     out = []
-    for row in _POINTS:
-        subs = {s: sp.Rational(str(row[k % len(row)] + 0.1 * (k // len(row)))) for k, s in enumerate(symbols)}
-        try:
-            a, b = _finite(expr_a.evalf(30, subs=subs)), _finite(expr_b.evalf(30, subs=subs))
-        except (TypeError, ValueError, ZeroDivisionError, OverflowError):
-            continue
+    for subs in _points(symbols):
+        a, b = _value_at(expr_a, subs), _value_at(expr_b, subs)
         if a is not None and b is not None:
             out.append((a, b))
     return out
+
+
+def _same(a, b, rel: float) -> bool:
+    """Exact equality for two Rationals, else relative closeness of complex values."""
+    sp = _sympy()[0]
+    if isinstance(a, sp.Basic) and isinstance(b, sp.Basic):
+        return a == b
+    a, b = complex(a), complex(b)
+    return abs(a - b) <= rel * max(abs(a), abs(b), 1e-30)
 
 
 def _has_bad(e) -> bool:
@@ -498,7 +529,7 @@ def values_equal(pred: str, gold: str) -> bool:
                 return False
             as_num = Num(_frac(sp.Rational(str(sp.N(exact, 60)))), -1, 0)
             return close(p_num, as_num) if p_num is not None else close(as_num, g_num)
-        diff = sp.expand(p - g) if max(len(str(p)), len(str(g))) < 300 else p - g
+        diff = p - g
         if diff == 0:
             return True
         if diff.is_Rational:
@@ -507,15 +538,27 @@ def values_equal(pred: str, gold: str) -> bool:
         d = _finite(diff.evalf(60))
         if d is None or abs(d) > 1e-45 * scale:
             return False
-        if sp.simplify(diff) == 0:
-            return True
-        d = _finite(diff.evalf(150))
-        return d is not None and abs(d) < 1e-120 * scale
+        # numerically zero to 45 digits: only an exact simplification proves it (no numeric acceptance,
+        # so near-identities such as sqrt(10^400 + 1) vs 10^200 are never accepted)
+        return sp.simplify(diff) == 0
+    floats = bool(p_num or g_num or p.has(sp.Float) or g.has(sp.Float))
+    diff = p - g
+    if not diff.free_symbols:  # the symbols cancelled: an exact constant decides
+        return diff == 0 or (not diff.is_Rational and _constant_zero(diff, p, g, free))
     pairs = _at_points(p, g, free)
-    if len(pairs) < 2:
-        return sp.simplify(p - g) == 0
-    rel = 1e-6 if (p_num or g_num or p.has(sp.Float) or g.has(sp.Float)) else 1e-20
-    return all(abs(a - b) <= rel * max(abs(a), abs(b), 1e-30) for a, b in pairs)
+    if len(pairs) >= 2 and not all(_same(a, b, 1e-6 if floats else 1e-35) for a, b in pairs):
+        return False
+    if len(pairs) >= 2 and (floats or all(isinstance(a, sp.Basic) for a, _ in pairs)):
+        return True  # exact agreement of rational functions at 4 rational points, or within float tolerance
+    # transcendental or radical: numerically equal, so only an exact simplification may accept
+    positive = {s: sp.Symbol(s.name, positive=True) for s in free}
+    return sp.simplify(diff.xreplace(positive)) == 0
+
+
+def _constant_zero(diff, p, g, free) -> bool:
+    sp = _sympy()[0]
+    d = _finite(diff.evalf(60))
+    return d is not None and abs(d) < 1e-45 and sp.simplify(diff) == 0
 
 
 def _frac(r):
@@ -532,13 +575,17 @@ def relations_equal(pred_diff: str, gold_diff: str, positive: bool) -> bool:
     free = sorted(p.free_symbols | g.free_symbols, key=str)
     if not free:
         return False
-    pairs = [(a, b) for a, b in _at_points(p, g, free) if abs(b) > 1e-12]
-    if len(pairs) < 2:
+    ratios = []
+    for subs in _points(free):
+        r = _value_at(p / g, subs) if _value_at(g, subs) not in (None, 0) else None
+        if r is not None:
+            ratios.append(r)
+    if len(ratios) < 2:
         return False
-    ratios = [a / b for a, b in pairs]
     c = ratios[0]
-    if abs(c) < 1e-12 or any(abs(r - c) > 1e-9 * max(abs(c), 1.0) for r in ratios):
+    if c == 0 or not all(_same(r, c, 1e-30) for r in ratios):
         return False
-    if positive and not (abs(c.imag) < 1e-12 and c.real > 0):
+    cc = complex(c)
+    if positive and not (abs(cc.imag) < 1e-30 and cc.real > 0):
         return False
     return True

@@ -81,6 +81,12 @@ PRECISION = [
     (r"\boxed{0}", r"10^{-100}", False),
     (r"\boxed{\sqrt{2}}", "1.41421356237", True),
     (r"\boxed{e^{-50}}", "0", False),
+    (r"\boxed{\sqrt{10^{400}+1}}", "10^{200}", False),
+    (r"\boxed{(x+1)^2 + 10^{-100}}", "x^2+2x+1", False),
+    (r"\boxed{\sin^2 x + \cos^2 x + 10^{-60}}", "1", False),
+    (r"\boxed{3x+4y=12.0000000000001}", "3x+4y=12", False),
+    (r"\boxed{e^{\pi\sqrt{163}}}", "640320^3+744", False),
+    (r"\boxed{\sqrt{2}+\sqrt{3}}", r"\sqrt{5+2\sqrt{6}}", True),
 ]
 PERCENT = [
     (r"\boxed{0.5}", "50", False),
