@@ -18,7 +18,7 @@ from rubrics.math.normalize import normalize
 from rubrics.math.numeric import cheap_numbers
 from rubrics.math.policy import DEFAULT_POLICY, MathPolicy, rules_of
 from rubrics.math.pool import CasPool, default_pool
-from rubrics.math.structure import Leaf, NeedCAS, Node, TooComplex, _group, compare, parse_answer
+from rubrics.math.structure import UNDEFINED, Leaf, NeedCAS, Node, TooComplex, _group, compare, parse_answer
 
 REASONS = (
     "match_string",
@@ -85,7 +85,7 @@ def verify(
     how = ext.how
     p_norm = [normalize(a, policy) for a in ext.answers]
     g_norm = [normalize(g, policy) for g in golds]
-    if sorted(set(p_norm)) == sorted(set(g_norm)) and all(p_norm):
+    if sorted(set(p_norm)) == sorted(set(g_norm)) and all(p_norm) and not any(map(UNDEFINED.search, g_norm)):
         return _done(Verdict(True, "match_string", shown, how=how))
     if any(len(a) > policy.max_answer_chars for a in p_norm + g_norm):
         return _done(Verdict(False, "too_complex", shown, "answer too long", how))

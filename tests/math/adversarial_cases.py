@@ -195,7 +195,9 @@ STRUCTURE = [
     (r"\boxed{(-\infty, 2)}", r"(-\infty, 2]", False),
     (r"\boxed{\emptyset}", r"\{0\}", False),
     (r"\boxed{\text{nan}}", "0", False),
-    (r"\boxed{\frac{0}{0}}", r"\frac{0}{0}", True),
+    (r"\boxed{\frac{0}{0}}", r"\frac{0}{0}", False),  # nan never matches, not even itself
+    (r"\boxed{1/0}", "1/0", False),
+    (r"\boxed{\text{undefined}}", r"\text{undefined}", True),  # a text answer, not a nan value
     (r"\boxed{\frac{1}{0}}", r"\frac{2}{0}", False),
     (r"\boxed{\text{undefined}}", r"\frac{1}{0}", False),
     (r"\boxed{4\sqrt(2)}", "4", False),
