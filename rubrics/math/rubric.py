@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -60,25 +61,31 @@ class MathRubric(Rubric):
         self._pool = pool
         self._workers = workers
         self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
 
     @property
     def pool(self) -> CasPool:
-        if self._pool is None or not self._pool.usable:
-            self._pool = CasPool(workers=self._workers)
-            self._own_pool = True
-        return self._pool
+        """The rubric's pool, started on first use (blocking: call it off the event loop)."""
+        with self._lock:
+            if self._pool is None or not self._pool.usable:
+                self._pool = CasPool(workers=self._workers)
+                self._own_pool = True
+            return self._pool
+
+    def check(self, response: str, golds: list[str], policy: MathPolicy) -> Verdict:
+        """Blocking check (runs in a worker thread)."""
+        return best_verdict(response, golds, policy, self.pool)
 
     async def _score(self, sample: Sample) -> RewardResult:
         golds = sample.answer if isinstance(sample.answer, list | tuple) else [sample.answer]
         if not golds or any(g is None or not str(g).strip() for g in golds):
             return RewardResult.unverified(Status.ERROR, "sample has no gold answer")
-        pool = self.pool if self._pool is None else self._pool
         policy = self.policy
         overrides = sample.info.get("math_policy") if isinstance(sample.info, Mapping) else None
         if overrides:
             policy = replace(policy, **dict(overrides))
         texts = [str(g) for g in golds]
-        verdict = await asyncio.to_thread(best_verdict, sample.completion_text, texts, policy, pool)
+        verdict = await asyncio.to_thread(self.check, sample.completion_text, texts, policy)
         self.counts[verdict.reason] += 1
         return self.result(verdict)
 

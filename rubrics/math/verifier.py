@@ -67,7 +67,8 @@ def verify(
     first CAS request; on expiry the verdict is `timeout` (unverified), never a zero. (Starting the
     process-wide pool on the very first CAS request is a one-time cost outside that budget.)
     """
-    golds = gold_answers(str(gold))
+    response = "" if response is None else str(response)
+    golds = gold_answers("" if gold is None else str(gold))
     if not any(g.strip() for g in golds):
         return _done(Verdict(False, "error", detail="empty gold"))
     letter = gold_letter(golds[0]) if len(golds) == 1 else None
