@@ -84,7 +84,10 @@ _GREEK = {
     "iota",
 }
 _PY_NAMES = ("sqrt", "exp", "sin", "cos", "tan", "log", "ln", "pi")
-_TOKEN = re.compile(r"\s*(\\[A-Za-z]+|\\[{}|]|\d+\.?\d*|\.\d+|\*\*|[A-Za-z]|[-+*/^_()\[\]{}|!,])")
+_TOKEN = re.compile(
+    r"\s*(\\[A-Za-z]+|\\[{}|]|(?:\d+\.?\d*|\.\d+)[eE][-+]?\d{1,3}(?![\d.])|\d+\.?\d*|\.\d+|\*\*|[A-Za-z]"
+    r"|[-+*/^_()\[\]{}|!,])"
+)
 
 
 def _tokens(s: str) -> list[str]:
@@ -185,6 +188,18 @@ class _Reader:
 
     def postfix(self) -> str:
         out = self.atom()
+        mixed = self.toks[self.i : self.i + 7]
+        if (
+            re.fullmatch(r"\(\d+\)", out)
+            and len(mixed) == 7
+            and mixed[0] == "\\frac"
+            and mixed[1] == mixed[4] == "{"
+            and mixed[3] == mixed[6] == "}"
+            and mixed[2].isdigit()
+            and mixed[5].isdigit()
+        ):
+            self.i += 7  # a mixed number: 2\frac{1}{2} is 2 + 1/2 (never 2 · 1/2)
+            return f"({out}+({mixed[2]})/({mixed[5]}))"
         while self.peek() == "!":
             self.take()
             literal = re.fullmatch(r"\((\d+)\)", out)
@@ -207,6 +222,11 @@ class _Reader:
         return self.postfix()
 
     def _number(self, tok: str) -> str:
+        if "e" in tok.lower():  # scientific notation 1.5e-3 (Python style), exact
+            mantissa, _, exponent = tok.lower().partition("e")
+            scale = int(exponent)
+            power = f"(10**{scale})" if scale >= 0 else f"(1/10**{-scale})"
+            return f"({self._number(mantissa)}*{power})"
         if "." in tok:
             whole, _, frac = tok.partition(".")
             if len(tok) > 400:

@@ -227,6 +227,10 @@ EQUIVALENT = [
     (r"\boxed{(-\infty, 2]}", "x < 2", False),
     (r"\boxed{0.866}", r"\frac{\sqrt3}{2}", False),
     (r"\boxed{-\infty}", r"\infty", False),
+    (r"\boxed{2\frac{1}{2}}", "1", False),  # a mixed number, not 2 · 1/2
+    (r"\boxed{2\frac{1}{2}}", "2.5", True),
+    (r"\boxed{1.5e-3}", "0.0015", True),
+    (r"\boxed{6.02 \times 10^{23}}", "602000000000000000000000", True),
 ]
 
 ALL = {
