@@ -109,6 +109,12 @@ def normalize(ans: str, policy: MathPolicy) -> str:
     s = re.sub(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|\\degree", " ", s)
     if re.search(r"\\%|%|percent(?:age)?|pct", s):
         s = re.sub(r"\s*(?:\\%|%|\bpercent(?:age)?\b|\bpct\b)", "%", s)
+    # a trailing \text{...} after a number is a unit or a remark ("17\text{ any text}"), unless it hedges
+    s = re.sub(
+        r"(?<=[\d}])\s*\\(?:text|mbox|textnormal)\s*\{(?![^{}]*\b(?:or|and|not|maybe|but)\b)[^{}]*\}\s*$",
+        "",
+        s,
+    )
     s = _unwrap_text(s)
     for _ in range(3):
         s = re.sub(r"\\(?:boxed|fbox)\s*\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}", r"\1", s)

@@ -309,9 +309,19 @@ def _relation(t: str, rels: list[re.Match[str]]) -> Node:
     parts.append(t[last:].strip())
     if any(not p for p in parts):
         return Text(text_key(t))
+    return _relation_parts(parts, ops, t, rels)
+
+
+def _relation_parts(parts: list, ops: list, t: str, rels: list | None = None) -> Node:
+    if len(parts) == 1:
+        return parse_item(parts[0])
     if ops[0] == "~":
         return parse_item(parts[-1] if is_name(parts[0]) else parts[0])
-    if ops[0] == "in" and is_name(parts[0]):
+    if "~" in ops and all(o == "=" for o in ops[: ops.index("~")]):
+        # "x = 1/3 ≈ 0.33": the exact value is the answer, the approximation a remark
+        cut = ops.index("~")
+        return _relation_parts(parts[: cut + 1], ops[:cut], t)
+    if ops[0] == "in" and is_name(parts[0]) and rels:
         return parse_item(t[rels[0].end() :])
     if "~" in ops or "in" in ops:
         return Text(text_key(t))

@@ -49,3 +49,10 @@ def test_list_order_policy():
     assert not ok("4, 10, -2", "10, 4, -2", list_order="ordered")
     assert ok("10, 4, -2", "10, 4, -2", list_order="ordered")
     assert not ok(r"\boxed{(3, 2)}", "(2, 3)")
+
+
+def test_approximation_remarks_and_trailing_text():
+    assert ok("$x=1/3\\approx0.33$", "1/3")
+    assert ok("$x = 5+5+1 = 1/3 \\approx 11$", "x = 1/3")
+    assert ok("17\\text{ any text}", "17") and ok("17", "17\\text{ any text}")
+    assert not ok("\\boxed{17 \\text{ or } 18}", "17")
