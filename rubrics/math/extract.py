@@ -446,7 +446,8 @@ def extract(text: str, *, fallback: bool = True, max_chars: int = 400_000) -> Ex
 
 
 def gold_answers(gold: str) -> tuple[str, ...]:
-    """The answer(s) inside a gold: a bare answer, `$…$` spans, boxes, or an anchored solution."""
+    """The answer(s) inside a gold: its boxes, else (for a worked solution) its anchored answer, else
+    its `$…$` spans (`$1$ and $2$` is two answers), else the gold itself."""
     gold = gold.strip()
     boxes, _ = find_boxes(gold)
     if boxes:
@@ -456,13 +457,7 @@ def gold_answers(gold: str) -> tuple[str, ...]:
         if anchored:
             return anchored
     spans = [s for s in math_spans(gold) if s]
-    if spans and not re.search(r"[A-Za-z]{3,}", _outside_spans(gold).replace("and", "").replace("or", "")):
-        return tuple(spans)
-    if len(spans) == 1:
-        return (spans[0],)
-    if spans and len(spans) > 1:
-        return tuple(spans)
-    return (gold.strip("$ "),)
+    return tuple(spans) if spans else (gold.strip("$ "),)
 
 
 # ----------------------------------------------------------------------------- multiple choice

@@ -222,7 +222,8 @@ _default_lock = threading.Lock()
 
 
 def default_pool() -> CasPool:
-    """The process-wide pool `check_answer` uses (1 worker; rebuilt after a fork)."""
+    """The process-wide pool `check_answer` uses: `RLVR_MATH_WORKERS` workers (default 1) plus a warm
+    spare; rebuilt lazily in a forked child."""
     global _default
     with _default_lock:
         if _default is None or not _default.usable:
