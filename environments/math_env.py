@@ -164,12 +164,18 @@ class MathTask(Task):
             )
 
     def _rg_rows(self, split: Split) -> list[dict[str, Any]]:
-        eval_rows = _rg_generate(self.config.rg_tasks, self.config.rg_eval_size, self.config.data_seed + 1)
+        cache = self.__dict__.setdefault("_rg_cache", {})
+        if "eval" not in cache:
+            cache["eval"] = _rg_generate(
+                self.config.rg_tasks, self.config.rg_eval_size, self.config.data_seed + 1
+            )
         if split == "eval":
-            return eval_rows
-        seen = {r["question"] for r in eval_rows}
-        train = _rg_generate(self.config.rg_tasks, self.config.rg_train_size, self.config.data_seed)
-        return [r for r in train if r["question"] not in seen]
+            return cache["eval"]
+        if "train" not in cache:
+            seen = {r["question"] for r in cache["eval"]}
+            train = _rg_generate(self.config.rg_tasks, self.config.rg_train_size, self.config.data_seed)
+            cache["train"] = [r for r in train if r["question"] not in seen]
+        return cache["train"]
 
     def item(self, row: Mapping[str, Any], index: int) -> Item:
         question, gold = map_row(row, "qa" if "rg_task" in row else self.config.dataset_format)

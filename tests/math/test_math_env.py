@@ -148,3 +148,13 @@ def test_load_environment_builds_a_verifiers_env():
 
     env = load_environment(rg_train_size=12, rg_eval_size=4)
     assert len(env.dataset) == 12 and len(env.eval_dataset) == 4
+
+
+def test_every_reasoning_gym_gold_verifies_against_itself():
+    items, _ = rg_task().items("train")
+    from rubrics.math import verify
+
+    failures = [
+        (i.info["rg_task"], i.answer) for i in items if not verify(f"\\boxed{{{i.answer}}}", i.answer).correct
+    ]
+    assert failures == []
