@@ -377,9 +377,7 @@ def _fallback_answer(text: str) -> tuple[str, ...] | None:
     if _INJECTION.search(text[-2000:]):
         return None
     statements = [s.strip() for s in _STATEMENT_END.split(_outside_spans_keep(text)) if s.strip()]
-    for back, st in enumerate(reversed(statements)):
-        if back >= 2:
-            return None
+    for st in statements[-1:]:  # the final statement only: an earlier number is never the answer
         if re.search(r"\d", st) or math_spans(st):
             parts = _CLAUSE.split(st)
             clauses = [c for c in parts if re.search(r"\d", c) or math_spans(c)]

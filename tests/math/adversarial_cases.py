@@ -145,6 +145,8 @@ HUGE = [
     (BIG + " 42", "42", False),
     (r"\boxed{42}" + BIG, "42", True),
     (BIG.replace(" step", " 42 step") + " done.", "42", False),
+    (BIG + " So we get 42 apples. I'm not sure.", "42", False),
+    (BIG + " Therefore the total is 42", "42", True),
     ("{" * 50000 + r"\boxed{42}", "42", True),
     ("$" * 50000 + "42", "42", False),
 ]
