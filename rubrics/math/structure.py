@@ -347,6 +347,11 @@ def rel_to_interval(r: Rel) -> Node | None:
     if any(o not in ("<", "<=") for o in r.ops):
         return None
     br = {"<": ("(", ")"), "<=": ("[", "]")}
+    absolute = re.fullmatch(r"\|(.+)\|", r.parts[1].strip()) if len(r.parts) == 3 else None
+    if absolute and is_name(absolute.group(1)):  # lo <= |z| <= hi: z in [-hi, -lo] U [lo, hi]
+        lo, hi = r.parts[0], r.parts[2]
+        left = Seq(br[r.ops[1]][0] + br[r.ops[0]][1], (Leaf(f"-({hi})"), Leaf(f"-({lo})")))
+        return Union((left, Seq(br[r.ops[0]][0] + br[r.ops[1]][1], (Leaf(lo), Leaf(hi)))))
     if len(r.parts) == 3 and is_name(r.parts[1]):
         return Seq(br[r.ops[0]][0] + br[r.ops[1]][1], (Leaf(r.parts[0]), Leaf(r.parts[2])))
     if len(r.parts) == 2 and is_name(r.parts[0]):

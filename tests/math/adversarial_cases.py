@@ -227,6 +227,9 @@ EQUIVALENT = [
     (r"\boxed{y=2x+1}", "2x - y + 1 = 0", True),
     (r"\boxed{x \in (-\infty, 2)}", "x < 2", True),
     (r"\boxed{(-\infty, 2]}", "x < 2", False),
+    (r"\boxed{[-2,-1) \cup (1,2]}", r"1<|x|\leq 2", True),
+    (r"\boxed{[-2,-1] \cup [1,2]}", r"1<|x|\leq 2", False),
+    (r"\boxed{[1,2]}", r"1\le|x|\le 2", False),
     (r"\boxed{0.866}", r"\frac{\sqrt3}{2}", False),
     (r"\boxed{-\infty}", r"\infty", False),
     (r"\boxed{2\frac{1}{2}}", "1", False),  # a mixed number, not 2 · 1/2
