@@ -4,12 +4,12 @@
 its reason; `MathRubric` turns verdicts into tri-state `RewardResult`s.
 
 Modules, in the order a check runs through them:
-  extract.py    which text is the answer (think blocks, boxes, tags, anchors, MCQ letters)
+  extract.py    which text is the answer (think blocks, boxes, tags, anchors); choice.py MCQ letters
   normalize.py  string canonicalisation (unicode, LaTeX spacing, units, separators)
   structure.py  answer structure (sets, tuples, intervals, matrices, equations) and its comparison
   numeric.py    exact rationals and the gold-precision tolerance rule
   pool.py       pre-started CAS worker processes with parent-enforced deadlines
-  worker.py, cas.py  the CAS side: whole-input LaTeX reader, complexity guards, sympy equality
+  worker.py, cas.py, reader.py  the CAS side: whole-input LaTeX reader, guards, sympy equality
   verifier.py   `verify` / `check_answer` (cheapest first), rubric.py `MathRubric`, policy.py options
 """
 

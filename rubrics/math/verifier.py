@@ -13,7 +13,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-from rubrics.math.extract import extract, extract_letter, gold_answers, gold_letter
+from rubrics.math.choice import extract_letter, gold_letter
+from rubrics.math.extract import extract, gold_answers
 from rubrics.math.normalize import normalize
 from rubrics.math.numeric import cheap_numbers
 from rubrics.math.policy import DEFAULT_POLICY, MathPolicy, rules_of

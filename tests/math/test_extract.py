@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rubrics.math.extract import extract, extract_letter, find_boxes, gold_answers, gold_letter
+from rubrics.math.choice import extract_letter, gold_letter
+from rubrics.math.extract import extract, find_boxes, gold_answers
 
 
 def test_boxes_use_real_brace_matching():
