@@ -1,0 +1,457 @@
+r"""Which part of a completion is the answer (the extraction policy, stated once).
+
+Order, on the text after the last `</think>` only (`rubrics.text.final_segment`; an unclosed think
+block holds no answer):
+
+1. `\boxed{…}` / `\fbox{…}` / `\boxed 5` with real brace matching. Every box counts: distinct boxes
+   form a multi-answer that must equal the gold as a whole (so `\boxed{3} or \boxed{5}` never
+   matches `3`), agreeing duplicates collapse. An empty or unclosed box means no answer.
+2. `<answer>…</answer>` tags, with the same all-must-agree rule as boxes.
+3. The last "final answer is" / "the answer is" / "Answer:" anchor (also `réponse est`, `答案是`):
+   the statement after it, cut at the copula ("…volume is 120" → `120`).
+4. Optional (`MathPolicy.prose_fallback`): the final statement, only when it holds exactly one
+   candidate, no hedge word and no grader-directed text. Never "the last number anywhere".
+
+Multiple-choice golds (a single letter A–J) use `rubrics.math.choice` instead.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rubrics.text import final_segment
+
+_BOX = re.compile(r"\\(?:boxed|fbox)\b\s*")
+_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
+_ANCHOR = re.compile(
+    r"(?:final\s+answer|the\s+answer|answer)\s*(?:is|are|should\s+be|would\s+be|:|：|=)\s*"
+    r"|\banswer\s*(?=\$|\\\(|\\\[)"
+    r"|réponse\s*(?:est|:|：)\s*|答案\s*(?:是|为|:|：)\s*",
+    re.IGNORECASE,
+)
+_CHAT_JUNK = re.compile(r"<\|(?:im_start|im_end|endoftext|eot_id)\|>.*", re.DOTALL)
+_HOPE = re.compile(r"I\s+hope\s+it\s+is\s+correct\.?", re.IGNORECASE)
+_INJECTION = re.compile(
+    r"ignore\s+(?:all|any|the|previous|prior|above|your)|(?:previous|prior|system|new)\s+instructions?|grader|"
+    r"grading|verifier|reward\s+(?:model|function|of)|system\s+prompt|mark\s+(?:this|it|the\s+answer)|"
+    r"(?:graded|accepted|treated)\s+as\s+correct|override",
+    re.IGNORECASE,
+)
+_HEDGE = re.compile(
+    r"(?<![A-Za-z])(?:or|maybe|perhaps|either|probably|possibly|might|could\s+be|not\s+sure|between|"
+    r"unsure|guess|not|n't|ou|oder|o)(?![A-Za-z])|或|可能|不是|\?|？",
+    re.IGNORECASE,
+)
+_COPULA = re.compile(
+    r"(?<![A-Za-z])(?:is|are|equals|est|es|be|it's)(?![A-Za-z])|是|为|：|=|:(?!\d)", re.IGNORECASE
+)
+_STATEMENT_END = re.compile(r"(?<=[.!?])\s+(?=\S)|(?<=\$\$)\s+(?=[A-Z])|(?<=\\\])\s+(?=[A-Z])|[。।\n]+")
+_CLAUSE = re.compile(
+    r"(?:所以|因此|इसलिए|لذا|(?<![A-Za-z])(?:therefore|thus|hence|so|donc|we\s+(?:find|get|obtain|have)\s+(?:that)?|"
+    r"gives|yields|results\s+in|conclude\s+(?:that)?)(?![A-Za-z]))",
+    re.IGNORECASE,
+)
+_CANDIDATE = re.compile(
+    r"\\frac\{[^{}]*\}\{[^{}]*\}|(?<![A-Za-z\d.])(?:-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+(?:\.\d+)?)?\s*%?"
+    r"|-?\.\d+)(?![A-Za-z\d])"
+)
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """`answers` is None when the text holds no gradable answer; `how` names the rule used."""
+
+    answers: tuple[str, ...] | None
+    how: str
+
+
+def match_brace(text: str, start: int) -> int:
+    """Index of the `}` closing the `{` at `start`, or -1 when it never closes. Skips `\\{`/`\\}`."""
+    depth, i, n = 0, start, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return -1
+
+
+def find_boxes(text: str) -> tuple[list[str], bool]:
+    """Contents of every `\\boxed`/`\\fbox` in order, and whether one was empty or unclosed."""
+    boxes, bad, pos = [], False, 0
+    while True:
+        m = _BOX.search(text, pos)
+        if not m:
+            return boxes, bad
+        i = m.end()
+        if i < len(text) and text[i] == "{":
+            j = match_brace(text, i)
+            if j < 0:
+                return boxes, True
+            content = text[i + 1 : j].strip()
+            pos = j + 1
+        else:
+            # `\boxed 5` form: only a number or a lone letter (never "\boxed and …" in an instruction)
+            tok = re.match(r"[-+]?\d[\d.,/]*|[A-Za-z](?![A-Za-z])", text[i:])
+            if not tok or m.group(0).endswith(("boxed", "fbox")):
+                pos = i
+                continue
+            content = tok.group(0).rstrip(".,;")
+            pos = i + tok.end()
+        if content:
+            boxes.append(content)
+        else:
+            bad = True
+
+
+_OPENER = re.compile(r"(?<!\\)\$\$|(?<!\\)\$|\\\(|\\\[|\*\*")
+_CLOSER = {
+    "$$": re.compile(r"(?<!\\)\$\$"),
+    "$": re.compile(r"(?<!\\)\$"),
+    "\\(": re.compile(r"\\\)"),
+    "\\[": re.compile(r"\\\]"),
+    "**": re.compile(r"\*\*"),
+}
+
+
+def span_matches(text: str) -> list[tuple[int, int, str]]:
+    """`(start, end, content)` of every `$…$`, `$$…$$`, `\\(…\\)`, `\\[…\\]`, `**…**` span, left to right.
+
+    Linear time: once a closer is missing after some position it is missing after every later one,
+    so unclosed openers are skipped without rescanning (no quadratic blow-up on hostile input).
+    """
+    out, pos, dead = [], 0, set()
+    while True:
+        m = _OPENER.search(text, pos)
+        if not m:
+            return out
+        opener = m.group(0)
+        if opener in dead:
+            pos = m.end()
+            continue
+        close = _CLOSER[opener].search(text, m.end())
+        if close is None:
+            dead.add(opener)
+            pos = m.end()
+            continue
+        out.append((m.start(), close.end(), text[m.end() : close.start()]))
+        pos = close.end()
+
+
+def math_spans(text: str) -> list[str]:
+    return [c.strip() for _, _, c in span_matches(text)]
+
+
+def _replace_spans(text: str, fn) -> str:
+    parts, last = [], 0
+    for start, end, _ in span_matches(text):
+        parts.append(text[last:start])
+        parts.append(fn(text[start:end]))
+        last = end
+    parts.append(text[last:])
+    return "".join(parts)
+
+
+def _cut_statement(piece: str) -> str:
+    piece = _HOPE.split(piece)[0]
+    piece = re.split(r"\n\s*\n", piece)[0]
+    # a sentence ends at ". " unless the period is inside a math span: walk spans to find it
+    out, pos = [], 0
+    for start, end, _ in span_matches(piece):
+        head = piece[pos:start]
+        cut = re.search(r"(?<!\d)[.!](?:\s|$)|。", head)
+        if cut:
+            out.append(head[: cut.start()])
+            return "".join(out).strip()
+        out.append(piece[pos:end])
+        pos = end
+    tail = piece[pos:]
+    cut = re.search(r"[.!](?:\s|$)|。", tail)
+    out.append(tail[: cut.start()] if cut else tail)
+    return "".join(out).strip()
+
+
+def _outside_spans(text: str) -> str:
+    """The text with every math span blanked (same length), so prose regexes skip math."""
+    return _replace_spans(text, lambda span: " " * len(span))
+
+
+def _after_copula(piece: str) -> str:
+    from rubrics.math.structure import _depths
+
+    if piece.startswith("(") and piece.endswith(")") and piece.count("(") == 1:
+        piece = piece[1:-1].strip()
+    prose = _outside_spans(piece)
+    depth = _depths(prose)
+    last = None
+    for m in _COPULA.finditer(prose):
+        if depth[m.start()] == 0:
+            last = m
+    if last is None:
+        return piece
+    after = piece[last.end() :].strip()
+    if math_spans(after) or _CANDIDATE.search(after):
+        return after
+    return piece[: last.start()].strip()
+
+
+def _statement_answers(piece: str, *, unique: bool) -> tuple[str, ...] | None:
+    """Answer(s) inside one statement: its math spans, else its one numeric candidate."""
+    piece = _after_copula(piece.strip())
+    if not piece:
+        return None
+    if _HEDGE.search(_outside_spans(piece)):
+        return None
+    spans = [s for s in math_spans(piece) if s]
+    if spans:
+        prose = _outside_spans(piece)
+        if unique and len(spans) > 1 and re.search(r"[A-Za-z]{3,}", prose.replace("and", "")):
+            return None
+        return tuple(spans)
+    text = piece.strip().rstrip(".;:,!")
+    if not text:
+        return None
+    if not re.search(r"[A-Za-z\u00C0-\uFFFF]{3,}", re.sub(r"\\[A-Za-z]+", "", text)):
+        return (text,)
+    cands = list(dict.fromkeys(c.strip() for c in _CANDIDATE.findall(text)))
+    if len(cands) == 1 or (cands and not unique):
+        return (cands[0],)
+    return None
+
+
+def _anchor_answer(text: str) -> tuple[str, ...] | None:
+    last = None
+    for m in _ANCHOR.finditer(text):
+        last = m
+    if last is None:
+        return None
+    rest = text[last.end() :].lstrip(" :")
+    if rest.startswith("**") and rest.count("**") % 2 == 1:  # the anchor's own bold closer ("**Answer:** 12")
+        rest = rest[2:].lstrip(" :")
+    piece = _cut_statement(rest)
+    boxes, _ = find_boxes(piece)
+    if boxes:
+        return tuple(boxes)
+    spans = [s for s in math_spans(piece) if s]
+    if spans and not _outside_spans(piece).strip(" ,.;\"'"):
+        return tuple(spans)
+    return _statement_answers(piece, unique=False)
+
+
+def _late_anchor(seg: str) -> tuple[str, ...] | None:
+    """An anchored answer written after the last box (the completion's final commitment)."""
+    last_box = last_anchor = None
+    for m in _BOX.finditer(seg):
+        last_box = m
+    for m in _ANCHOR.finditer(seg):
+        last_anchor = m
+    if last_box is None or last_anchor is None or last_anchor.start() < last_box.start():
+        return None
+    end = (
+        match_brace(seg, last_box.end())
+        if seg[last_box.end() : last_box.end() + 1] == "{"
+        else last_box.end()
+    )
+    if last_anchor.start() < end:
+        return None
+    return _anchor_answer(seg[last_anchor.start() :])
+
+
+_PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}|[^\x00-\x7f]{2,}")
+_KNOWN_WORDS = {
+    "sqrt",
+    "frac",
+    "infty",
+    "cdot",
+    "times",
+    "left",
+    "right",
+    "begin",
+    "end",
+    "pmatrix",
+    "bmatrix",
+    "matrix",
+    "array",
+    "text",
+    "mathrm",
+    "textbf",
+    "boxed",
+    "arcsin",
+    "arccos",
+    "arctan",
+    "sinh",
+    "cosh",
+    "tanh",
+    "percent",
+    "percentage",
+    "emptyset",
+    "varnothing",
+    "sin",
+    "cos",
+    "tan",
+    "sec",
+    "csc",
+    "cot",
+    "log",
+    "exp",
+    "max",
+    "min",
+    "gcd",
+    "lcm",
+    "mod",
+    "det",
+    "and",
+    "pct",
+    "deg",
+    "pmod",
+    "cup",
+    "cap",
+    "units",
+    "unit",
+    "square",
+    "cubic",
+    "feet",
+    "foot",
+    "inches",
+    "inch",
+    "meters",
+    "meter",
+    "metres",
+    "miles",
+    "mile",
+    "yards",
+    "degrees",
+    "degree",
+    "dollars",
+    "dollar",
+    "cents",
+    "yuan",
+    "euros",
+    "hours",
+    "hour",
+    "minutes",
+    "seconds",
+    "days",
+    "weeks",
+    "years",
+    "grams",
+    "kilograms",
+    "liters",
+    "litres",
+    "points",
+    "mph",
+}
+
+
+def _bare_answer(seg: str) -> str | None:
+    """The whole text when it is one short answer (a lone math span, or math without prose)."""
+    s = seg.strip()
+    if not s or len(s) > 300:
+        return None
+    spans = math_spans(s)
+    outside = _outside_spans(s).strip(" .,;")
+    if len(spans) == 1 and not outside:
+        return spans[0]
+    if len(spans) == 1 and re.fullmatch(
+        r"(?:%|\\%|percent(?:age)?|pct|[a-z]{1,2}|degrees?|units?|dollars?)", outside
+    ):
+        return spans[0] + " " + outside
+    if spans:
+        return None
+    plain = re.sub(r"\\(?:text|textbf|mathrm|mbox)\s*\{[^{}]*\}", " ", s)
+    words = [w for w in _PROSE_WORD.findall(plain) if w.lower() not in _KNOWN_WORDS]
+    return None if words else s
+
+
+def _fallback_answer(text: str) -> tuple[str, ...] | None:
+    """The final statement's one candidate; the statement must conclude (copula, 'so', '=', bold)."""
+    if _INJECTION.search(text[-2000:]):
+        return None
+    statements = [s.strip() for s in _STATEMENT_END.split(_outside_spans_keep(text)) if s.strip()]
+    for st in statements[-1:]:  # the final statement only: an earlier number is never the answer
+        if re.search(r"\d", st) or math_spans(st):
+            parts = _CLAUSE.split(st)
+            clauses = [c for c in parts if re.search(r"\d", c) or math_spans(c)]
+            chosen = clauses[-1] if clauses else st
+            concluded = len(parts) > 1 and clauses and chosen is parts[-1] or "**" in chosen
+            if not (concluded or _copula_at_top(chosen)):
+                return None
+            return _statement_answers(chosen, unique=True)
+    return None
+
+
+def _copula_at_top(piece: str) -> bool:
+    from rubrics.math.structure import _depths
+
+    prose = _outside_spans(piece)
+    depth = _depths(prose)
+    return any(depth[m.start()] == 0 for m in _COPULA.finditer(prose))
+
+
+def _outside_spans_keep(text: str) -> str:
+    """Protect sentence splitting from periods/newlines inside math spans (kept, but newline-free)."""
+    return _replace_spans(text, lambda span: span.replace("\n", " ").replace(". ", ".\u00a0"))
+
+
+def clean_tail(text: str) -> str:
+    return _HOPE.sub("", _CHAT_JUNK.sub("", text)).strip()
+
+
+def extract(text: str, *, fallback: bool = True, max_chars: int = 400_000) -> Extraction:
+    """The answer strings of a completion (see module docstring), or `answers=None`."""
+    if len(text) > max_chars:
+        return Extraction(None, "completion too long")
+    seg = final_segment(text)
+    if seg is None:
+        return Extraction(None, "unclosed <think> block")
+    seg = clean_tail(seg)
+    boxes, bad = find_boxes(seg)
+    if bad:
+        return Extraction(None, "empty or unclosed \\boxed")
+    if boxes:
+        late = _late_anchor(seg)
+        if late:
+            return Extraction(late, "anchor after the boxes")
+        return Extraction(tuple(dict.fromkeys(boxes)), "boxed")
+    tags = [t.strip() for t in _TAG.findall(seg)]
+    if tags:
+        if not all(tags):
+            return Extraction(None, "empty <answer> tag")
+        return Extraction(tuple(dict.fromkeys(tags)), "answer tag")
+    anchored = _anchor_answer(seg)
+    if anchored is None and _ANCHOR.search(seg):
+        return Extraction(None, "an answer anchor without a usable answer")
+    if anchored:
+        if _INJECTION.search(seg[-2000:]):
+            return Extraction(None, "anchored answer next to grader-directed text")
+        return Extraction(anchored, "anchor")
+    bare = _bare_answer(seg)
+    if bare:
+        return Extraction((bare,), "bare answer")
+    if not fallback:
+        return Extraction(None, "no box, tag or anchor")
+    found = _fallback_answer(seg)
+    return Extraction(found, "final statement") if found else Extraction(None, "no unambiguous answer")
+
+
+def gold_answers(gold: str) -> tuple[str, ...]:
+    """The answer(s) inside a gold: its boxes, else (for a worked solution) its anchored answer, else
+    its `$…$` spans (`$1$ and $2$` is two answers), else the gold itself."""
+    gold = gold.strip()
+    boxes, _ = find_boxes(gold)
+    if boxes:
+        return tuple(dict.fromkeys(boxes))
+    if len(gold) > 80 or re.search(r"answer", gold, re.IGNORECASE):
+        anchored = _anchor_answer(gold)
+        if anchored:
+            return anchored
+    spans = [s for s in math_spans(gold) if s]
+    return tuple(spans) if spans else (gold.strip("$ "),)

@@ -1,0 +1,231 @@
+"""A pool of pre-started CAS worker processes with hard wall-clock deadlines enforced from the parent.
+
+* Workers are plain subprocesses (`python -c …` importing sympy once) speaking length-prefixed
+  pickles over their stdin/stdout pipes. They never re-import the caller's `__main__` (unlike
+  multiprocessing spawn/forkserver) and the parent, which may run threads and an event loop, is
+  never forked.
+* `run(payload, timeout)` sends one job to an idle worker and waits on its pipe. Past the deadline the
+  parent SIGKILLs the worker's process group and a warm spare takes its place at once (a new spare
+  starts in the background): nothing relies on `signal.alarm`, so calls from the main thread, other
+  threads or an event loop's executor behave identically.
+* Each worker caps its address space (`RLIMIT_AS`) and is recycled after `max_tasks` jobs; a worker
+  that dies (memory, segfault) yields an `error` outcome and is replaced.
+* Thread-safe: each worker serves one caller at a time. A pool created in one process is never used
+  from a forked child (the child lazily builds its own).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_BOOT = (
+    "import sys; sys.path.insert(0, sys.argv[1]); "
+    "from rubrics.math.pool import serve; serve(int(sys.argv[2]))"
+)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str  # "ok" | "timeout" | "error"
+    value: Any = None
+    detail: str = ""
+
+
+def serve(memory_mb: int) -> None:
+    """Worker main loop: read jobs on fd 0, answer on fd 1 (stdout itself is redirected to stderr)."""
+    import resource
+
+    if memory_mb:
+        limit = memory_mb * 1024 * 1024
+        try:
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        except (ValueError, OSError):
+            pass
+    conn_in, conn_out = Connection(os.dup(0), writable=False), Connection(os.dup(1), readable=False)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    sys.setrecursionlimit(10_000)
+    from rubrics.math.worker import handle
+
+    conn_out.send(("ready", None))
+    while True:
+        try:
+            job = conn_in.recv()
+        except (EOFError, OSError):
+            return
+        if job is None:
+            return
+        try:
+            conn_out.send(("ok", handle(job)))
+        except MemoryError:
+            conn_out.send(("error", "worker out of memory"))
+        except Exception as exc:  # noqa: BLE001 - reported to the parent as an error outcome
+            conn_out.send(("error", f"{type(exc).__name__}: {exc}"[:300]))
+
+
+class _Worker:
+    def __init__(self, memory_mb: int) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _BOOT, _ROOT, str(memory_mb)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+        )
+        self.send_conn = Connection(os.dup(self.proc.stdin.fileno()), readable=False)
+        self.recv_conn = Connection(os.dup(self.proc.stdout.fileno()), writable=False)
+        self.proc.stdin.close()
+        self.proc.stdout.close()
+        self.ready = False
+        self.tasks = 0
+
+    def wait_ready(self, timeout: float) -> bool:
+        if not self.ready and self.recv_conn.poll(timeout):
+            try:
+                self.ready = self.recv_conn.recv()[0] == "ready"
+            except (EOFError, OSError):
+                return False
+        return self.ready
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+        self.send_conn.close()
+        self.recv_conn.close()
+
+    def stop(self) -> None:
+        try:
+            self.send_conn.send(None)
+            self.proc.wait(timeout=1)
+            self.send_conn.close()
+            self.recv_conn.close()
+        except (OSError, subprocess.TimeoutExpired):
+            self.kill()
+
+
+class CasPool:
+    """`workers` CAS processes; `run` is blocking and thread-safe (see module docstring)."""
+
+    def __init__(self, workers: int = 1, max_tasks: int = 1000, memory_mb: int = 2048) -> None:
+        if workers < 1:
+            raise ValueError("workers must be >= 1")
+        self.max_tasks = max_tasks
+        self.memory_mb = memory_mb
+        self._pid = os.getpid()
+        self._cond = threading.Condition()
+        self._idle = [_Worker(memory_mb) for _ in range(workers)]
+        self._spares: list[_Worker] = [_Worker(memory_mb)]
+        for worker in self._idle:  # one-time start-up cost, paid here rather than by a check's deadline
+            worker.wait_ready(60.0)
+        self._closed = False
+        self.stats = {"jobs": 0, "timeouts": 0, "errors": 0, "recycled": 0}
+
+    def _checkout(self, deadline: float) -> _Worker | None:
+        with self._cond:
+            while not self._idle:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._closed:
+                    return None
+                self._cond.wait(left)
+            return self._idle.pop() if not self._closed else None
+
+    def _checkin(self, worker: _Worker | None) -> None:
+        with self._cond:
+            if worker is None:
+                worker = self._spares.pop() if self._spares else _Worker(self.memory_mb)
+                if not self._closed:
+                    self._spares.append(_Worker(self.memory_mb))
+            if self._closed:
+                worker.stop()
+                return
+            self._idle.append(worker)
+            self._cond.notify()
+
+    def run(self, payload: Any, timeout: float) -> Outcome:
+        """Run one job; past `timeout` seconds (queueing included) the worker is killed: `timeout`."""
+        if self._closed:
+            return Outcome("error", detail="pool closed")
+        deadline = time.monotonic() + timeout
+        worker = self._checkout(deadline)
+        if worker is None:
+            return Outcome("timeout", detail="no free worker before the deadline")
+        self.stats["jobs"] += 1
+        try:
+            if not worker.wait_ready(max(deadline - time.monotonic(), 0.0)):
+                if worker.proc.poll() is not None:
+                    raise EOFError("worker exited while starting")
+                self._checkin(worker)
+                return Outcome("timeout", detail="CAS worker still starting")
+            worker.send_conn.send(payload)
+            if worker.recv_conn.poll(max(deadline - time.monotonic(), 0.0)):
+                status, value = worker.recv_conn.recv()
+            else:
+                worker.kill()
+                self.stats["timeouts"] += 1
+                self._checkin(None)
+                return Outcome("timeout", detail=f"CAS deadline {timeout:.2f}s")
+        except (EOFError, OSError, BrokenPipeError) as exc:
+            worker.kill()
+            self.stats["errors"] += 1
+            self._checkin(None)
+            return Outcome("error", detail=f"worker died: {type(exc).__name__}")
+        worker.tasks += 1
+        if worker.tasks >= self.max_tasks:
+            worker.stop()
+            self.stats["recycled"] += 1
+            worker = None
+        self._checkin(worker)
+        if status != "ok":
+            self.stats["errors"] += 1
+            return Outcome("error", detail=str(value))
+        return Outcome("ok", value)
+
+    @property
+    def usable(self) -> bool:
+        return not self._closed and os.getpid() == self._pid
+
+    def close(self) -> None:
+        """Stop every worker. Safe to call more than once; callers in `run` get `error`/`timeout`."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            idle, self._idle = self._idle + self._spares, []
+            self._spares = []
+            self._cond.notify_all()
+        if os.getpid() == self._pid:
+            for worker in idle:
+                worker.stop()
+
+    def __enter__(self) -> CasPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_default: CasPool | None = None
+_default_lock = threading.Lock()
+
+
+def default_pool() -> CasPool:
+    """The process-wide pool `check_answer` uses: `RLVR_MATH_WORKERS` workers (default 1) plus a warm
+    spare; rebuilt lazily in a forked child."""
+    global _default
+    with _default_lock:
+        if _default is None or not _default.usable:
+            _default = CasPool(workers=int(os.environ.get("RLVR_MATH_WORKERS", "1")))
+        return _default

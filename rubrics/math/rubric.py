@@ -1,0 +1,113 @@
+"""`MathRubric`: verdicts from `rubrics.math.verify` as tri-state `RewardResult`s.
+
+* correct → 1.0 (`ok`); wrong → 0.0 (`ok`, reason `mismatch`); no answer → 0.0 (`no_answer`);
+  unparseable or past the complexity guards → 0.0 (`invalid`, reason `parse_error`/`too_complex`);
+  CAS deadline → `score=None` (`timeout`); dead worker or broken gold → `score=None` (`error`).
+* Optional format component (`format_weight`): 1.0 when the answer sat in `\\boxed{}`, kept under
+  `components["format"]`; the score is `correct + format_weight · format` for verified results.
+* Checks run in a worker thread (`asyncio.to_thread`) over a `CasPool` of processes, so the event
+  loop never blocks; `aclose()` stops the pool this rubric created.
+* `sample.answer` may be one gold or a list of accepted golds (any match counts);
+  `sample.info["math_policy"]` (a dict of `MathPolicy` fields) overrides the policy per item.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from rubrics.core import RewardResult, Rubric, Sample, Status
+from rubrics.math.policy import DEFAULT_POLICY, MathPolicy
+from rubrics.math.pool import CasPool
+from rubrics.math.verifier import Verdict, verify
+
+_BOXED_RULES = {"boxed", "letter"}
+
+
+def best_verdict(response: str, golds: Sequence[str], policy: MathPolicy, pool: CasPool | None) -> Verdict:
+    """The first correct verdict over the accepted golds, else the most informative failure."""
+    verdicts = []
+    for gold in golds:
+        v = verify(response, gold, policy, pool)
+        if v.correct:
+            return v
+        verdicts.append(v)
+    for reason in ("timeout", "error"):
+        hit = next((v for v in verdicts if v.reason == reason), None)
+        if hit is not None:
+            return hit
+    return verdicts[0]
+
+
+class MathRubric(Rubric):
+    """Math correctness (+ optional `\\boxed{}` format component); see module docstring."""
+
+    name = "math"
+
+    def __init__(
+        self,
+        policy: MathPolicy = DEFAULT_POLICY,
+        *,
+        workers: int = 2,
+        format_weight: float = 0.0,
+        pool: CasPool | None = None,
+    ) -> None:
+        self.policy = policy
+        self.format_weight = format_weight
+        self._own_pool = pool is None
+        self._pool = pool
+        self._workers = workers
+        self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    @property
+    def pool(self) -> CasPool:
+        """The rubric's pool, started on first use (blocking: call it off the event loop)."""
+        with self._lock:
+            if self._pool is None or not self._pool.usable:
+                self._pool = CasPool(workers=self._workers)
+                self._own_pool = True
+            return self._pool
+
+    def check(self, response: str, golds: list[str], policy: MathPolicy) -> Verdict:
+        """Blocking check (runs in a worker thread)."""
+        return best_verdict(response, golds, policy, self.pool)
+
+    async def _score(self, sample: Sample) -> RewardResult:
+        golds = sample.answer if isinstance(sample.answer, list | tuple) else [sample.answer]
+        if not golds or any(g is None or not str(g).strip() for g in golds):
+            return RewardResult.unverified(Status.ERROR, "sample has no gold answer")
+        policy = self.policy
+        overrides = sample.info.get("math_policy") if isinstance(sample.info, Mapping) else None
+        if overrides:
+            policy = replace(policy, **dict(overrides))
+        texts = [str(g) for g in golds]
+        verdict = await asyncio.to_thread(self.check, sample.completion_text, texts, policy)
+        self.counts[verdict.reason] += 1
+        return self.result(verdict)
+
+    def result(self, v: Verdict) -> RewardResult:
+        detail = f"{v.reason}: {v.detail}" if v.detail else v.reason
+        if v.reason == "timeout":
+            return RewardResult.unverified(Status.TIMEOUT, detail)
+        if v.reason == "error":
+            return RewardResult.unverified(Status.ERROR, detail)
+        if v.reason == "no_answer":
+            return RewardResult.zero(
+                Status.NO_ANSWER, detail, feedback="No final answer found (use \\boxed{})."
+            )
+        fmt = 1.0 if v.how in _BOXED_RULES else 0.0
+        components = {"correct": 1.0 if v.correct else 0.0}
+        if self.format_weight:
+            components["format"] = fmt
+        score = components["correct"] + self.format_weight * fmt
+        status = Status.INVALID if v.reason in ("parse_error", "too_complex") else Status.OK
+        return RewardResult(score=score, status=status, components=components, reason=detail)
+
+    async def aclose(self) -> None:
+        if self._own_pool and self._pool is not None:
+            pool, self._pool = self._pool, None
+            await asyncio.to_thread(pool.close)

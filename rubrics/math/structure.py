@@ -1,0 +1,478 @@
+r"""Parse a normalised answer into a structure and compare two structures.
+
+Structures: `Leaf` (one expression), `Text`, `Seq` (a bare list — order-free —, a `\{…\}` set, or a
+bracketed tuple/interval whose brackets must match), `Union` (`\cup`, order-free), `Matrix`, `Rel`
+(equations / inequalities, compared as relations, never via one side), `Assign` (`x = 3`: a
+name-like left side, compared by value), `Dict` (`p=5, q=2`). `\pm` expands to a two-element set.
+
+`compare(pred, gold, leaf)` walks both structures; `leaf(p, g, kind)` decides one pair of
+expressions (kind "value", "eq" for proportional equations, "ineq" for positive multiples) and
+may raise `NeedCAS` when the cheap checks cannot decide.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rubrics.math.normalize import text_key
+
+
+class NeedCAS(Exception):
+    """The cheap comparison cannot decide this pair; the CAS worker must."""
+
+
+class TooComplex(Exception):
+    """The answer is past a complexity guard; it is compared structurally only."""
+
+
+@dataclass(frozen=True)
+class Leaf:
+    text: str
+
+
+@dataclass(frozen=True)
+class Text:
+    key: str
+
+
+@dataclass(frozen=True)
+class Seq:
+    kind: str  # "list" (order-free), "set", or the bracket pair such as "()", "[)"
+    items: tuple
+
+
+@dataclass(frozen=True)
+class Union:
+    items: tuple
+
+
+@dataclass(frozen=True)
+class Matrix:
+    rows: tuple
+
+
+@dataclass(frozen=True)
+class Rel:
+    parts: tuple  # of str
+    ops: tuple  # of "=", "<", "<=", ">", ">=", "!="
+
+
+@dataclass(frozen=True)
+class Assign:
+    name: str
+    value: object
+    lhs: str = ""
+    rhs: str = ""
+
+
+@dataclass(frozen=True)
+class Dict:
+    items: tuple  # of (name, node)
+
+
+Node = object
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Comparison policy knobs (from `MathPolicy`): relation direction and bare-list order."""
+
+    direction: str = "gold_to_pred"
+    ordered_lists: bool = False
+
+
+DEFAULT_RULES = Rules()
+LeafCmp = Callable[[str, str, str], bool]
+
+_OPEN, _CLOSE = "([{", ")]}"
+_REL = re.compile(r"\\leq|\\geq|\\neq|\\approx|\\in(?![A-Za-z])|<|>|=")
+_REL_OPS = {
+    "\\leq": "<=",
+    "\\geq": ">=",
+    "\\neq": "!=",
+    "<": "<",
+    ">": ">",
+    "=": "=",
+    "\\approx": "~",
+    "\\in": "in",
+}
+_FUNCS = {
+    "sin",
+    "cos",
+    "tan",
+    "sec",
+    "csc",
+    "cot",
+    "log",
+    "ln",
+    "exp",
+    "sqrt",
+    "pi",
+    "arcsin",
+    "arccos",
+    "arctan",
+    "sinh",
+    "cosh",
+    "tanh",
+    "frac",
+    "cdot",
+    "times",
+    "infty",
+    "left",
+    "right",
+    "min",
+    "max",
+    "mod",
+    "pmod",
+    "bmod",
+    "gcd",
+    "lcm",
+    "floor",
+    "ceil",
+    "div",
+    "circ",
+    "emptyset",
+    "mathbb",
+    "oo",
+    "abs",
+    "lfloor",
+    "rfloor",
+    "lceil",
+    "rceil",
+    "binom",
+    "choose",
+    "dfrac",
+    "tfrac",
+    "det",
+    "deg",
+}
+_MATRIX = re.compile(
+    r"^\\begin\{(?:[pbvBV]?matrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{(?:[pbvBV]?matrix|array)\}$", re.DOTALL
+)
+MAX_ITEMS = 64
+UNDEFINED = re.compile(r"\\frac\s*\{[^{}]*\}\s*\{\s*0\s*\}|/\s*0(?![\d.])|\bnan\b|\bzoo\b", re.IGNORECASE)
+
+
+def _depths(s: str) -> list[int]:
+    """Bracket depth before each character; `\\{`/`\\}` count as brackets too."""
+    out, d, i = [0] * len(s), 0, 0
+    while i < len(s):
+        out[i] = d
+        ch = s[i]
+        if ch in _OPEN:
+            d += 1
+        elif ch in _CLOSE:
+            d = max(d - 1, 0)
+        elif ch == "\\" and i + 1 < len(s) and s[i + 1] in "{}":
+            out[i + 1] = d
+            d = d + 1 if s[i + 1] == "{" else max(d - 1, 0)
+            i += 1
+        i += 1
+    return out
+
+
+def split_top(s: str, pattern: re.Pattern[str]) -> list[str]:
+    """Split `s` at matches of `pattern` that sit outside every bracket."""
+    depth, parts, last = _depths(s), [], 0
+    for m in pattern.finditer(s):
+        if m.start() < len(depth) and depth[m.start()] == 0 and m.start() >= last:
+            parts.append(s[last : m.start()])
+            last = m.end()
+    parts.append(s[last:])
+    return parts
+
+
+def _wrapped(s: str, open_: str, close: str) -> bool:
+    """True when `s` is one bracketed group from its first to its last character."""
+    if not (s.startswith(open_) and s.endswith(close)) or len(s) < len(open_) + len(close):
+        return False
+    depth = _depths(s)
+    inner = range(len(open_), len(s) - len(close))
+    return all(depth[i] >= 1 for i in inner)
+
+
+_SEP1 = re.compile(r";|(?<![A-Za-z\\])(?:and|or|et|und)(?![A-Za-z])|和|或")
+_COMMA = re.compile(r",")
+
+
+def is_name(lhs: str) -> bool:
+    """A left side that names a quantity (`x`, `a_{37}`, `f(x)`, `|AB|`, `(p,q)`, `V_1:V_2`)."""
+    bare = re.sub(r"_\{[^{}]*\}|_[A-Za-z0-9]|\^\{?\s*\\prime\s*\}?|'", "", lhs).strip()
+    if not re.search(r"[A-Za-z]", bare) or re.search(r"\d|[+\-*^]", bare):
+        return False
+    return bool(re.fullmatch(r"[A-Za-z\s(),|:/\\{}\[\]]*", bare))
+
+
+def parse_answer(s: str) -> Node:
+    """Structure of one normalised answer string (several answers are joined by the caller)."""
+    parts = [p for p in split_top(s, _SEP1) if p.strip()]
+    items: list = []
+    for part in parts:
+        sub = [parse_item(x) for x in split_top(part, _COMMA) if x.strip()]
+        items.append(_group(sub))
+        if len(items) > MAX_ITEMS:
+            raise TooComplex("too many items")
+    return _group(items, flatten=True)
+
+
+def _group(items: list, flatten: bool = False) -> Node:
+    if flatten:
+        flat: list = []
+        for it in items:
+            if isinstance(it, Seq) and it.kind == "list":
+                flat.extend(it.items)
+            else:
+                flat.append(it)
+        items = flat
+    if not items:
+        return Text("")
+    if len(items) == 1:
+        return items[0]
+    if all(isinstance(x, Assign) for x in items):
+        names = [x.name for x in items]
+        if len(set(names)) == len(names):
+            return Dict(tuple((x.name, x.value) for x in items))
+        if len(set(names)) == 1:
+            return Seq("list", tuple(x.value for x in items))
+    if isinstance(items[0], Assign) and not any(isinstance(x, Assign) for x in items[1:]):
+        return Seq("list", (items[0].value, *items[1:]))
+    return Seq("list", tuple(items))
+
+
+def parse_item(t: str) -> Node:
+    t = t.strip()
+    if len(t) > 2000:
+        raise TooComplex("answer too long")
+    m = _MATRIX.match(_strip_brackets(t))
+    if m:
+        rows = [r for r in re.split(r"\\\\", m.group(1)) if r.strip()]
+        return Matrix(tuple(tuple(Leaf(c.strip().rstrip("\\").strip()) for c in r.split("&")) for r in rows))
+    rel = [m for m in _REL.finditer(t)]
+    if rel:
+        depth = _depths(t)
+        rel = [m for m in rel if depth[m.start()] == 0]
+    if rel:
+        return _relation(t, rel)
+    if "\\cup" in t:
+        pieces = split_top(t, re.compile(r"\\cup(?![A-Za-z])"))
+        if len(pieces) > 1:
+            return Union(tuple(parse_item(p) for p in pieces))
+    if re.search(r"\\(?:pm|mp)(?![A-Za-z])", t):
+        if t.count("\\pm") + t.count("\\mp") > 1:
+            raise TooComplex("several \\pm")
+        plus, minus = re.sub(r"\\pm|\\mp", "+", t), re.sub(r"\\pm|\\mp", "-", t)
+        if "\\mp" in t:
+            plus, minus = minus, plus
+        return Seq("set", (parse_item(plus), parse_item(minus)))
+    if _wrapped(t, "\\{", "\\}"):
+        inner = t[2:-2]
+        return Seq("set", tuple(parse_item(x) for x in split_top(inner, re.compile(r"[,;]")) if x.strip()))
+    if t == "\\emptyset":
+        return Seq("set", ())
+    if t and t[0] in "([" and t[-1] in ")]" and _wrapped(t, t[0], t[-1]):
+        inner = t[1:-1]
+        pieces = split_top(inner, re.compile(r"[,;]"))
+        if len(pieces) > 1:
+            return Seq(t[0] + t[-1], tuple(parse_item(x) for x in pieces))
+        if t[0] == "(" and t[-1] == ")":
+            return parse_item(inner)
+    if _wrapped(t, "{", "}"):
+        return parse_answer(t[1:-1])
+    if _is_text(t):
+        return Text(text_key(t))
+    return Leaf(t)
+
+
+def _strip_brackets(t: str) -> str:
+    for o, c in (("[", "]"), ("(", ")")):
+        if _wrapped(t, o, c) and "\\begin" in t:
+            return t[1:-1].strip()
+    return t
+
+
+def _is_text(t: str) -> bool:
+    bare = re.sub(r"\\[A-Za-z]+", " ", t)
+    for word in re.findall(r"[A-Za-z]{3,}", bare):
+        if word.lower() not in _FUNCS:
+            return True
+    return bool(re.search(r"[^\x00-\x7f]", t))
+
+
+def _relation(t: str, rels: list[re.Match[str]]) -> Node:
+    parts, ops, last = [], [], 0
+    for m in rels:
+        parts.append(t[last : m.start()].strip())
+        ops.append(_REL_OPS[m.group(0)])
+        last = m.end()
+    parts.append(t[last:].strip())
+    if any(not p for p in parts):
+        return Text(text_key(t))
+    return _relation_parts(parts, ops, t, rels)
+
+
+def _relation_parts(parts: list, ops: list, t: str, rels: list | None = None) -> Node:
+    if len(parts) == 1:
+        return parse_item(parts[0])
+    if ops[0] == "~":
+        return parse_item(parts[-1] if is_name(parts[0]) else parts[0])
+    if "~" in ops and all(o == "=" for o in ops[: ops.index("~")]):
+        # "x = 1/3 ≈ 0.33": the exact value is the answer, the approximation a remark
+        cut = ops.index("~")
+        return _relation_parts(parts[: cut + 1], ops[:cut], t)
+    if ops[0] == "in" and is_name(parts[0]) and rels:
+        return parse_item(t[rels[0].end() :])
+    if "~" in ops or "in" in ops:
+        return Text(text_key(t))
+    if all(o == "=" for o in ops) and is_name(parts[0]):
+        return Assign(text_key(parts[0]), parse_item(parts[-1]), parts[0], parts[-1])
+    return Rel(tuple(parts), tuple(ops))
+
+
+# ----------------------------------------------------------------------------- comparison
+
+_FLIP = {">": "<", ">=": "<=", "<": "<", "<=": "<=", "=": "=", "!=": "!="}
+
+
+def _canon_rel(r: Rel) -> Rel:
+    if r.ops[0] in (">", ">="):
+        return Rel(tuple(reversed(r.parts)), tuple(_FLIP[o] for o in reversed(r.ops)))
+    return r
+
+
+def rel_to_interval(r: Rel) -> Node | None:
+    """`a < x <= b` → `(a, b]`; `x > a` → `(a, \\infty)`. None when it is not a 1-variable range."""
+    r = _canon_rel(r)
+    if any(o not in ("<", "<=") for o in r.ops):
+        return None
+    br = {"<": ("(", ")"), "<=": ("[", "]")}
+    absolute = re.fullmatch(r"\|(.+)\|", r.parts[1].strip()) if len(r.parts) == 3 else None
+    if absolute and is_name(absolute.group(1)):  # lo <= |z| <= hi: z in [-hi, -lo] U [lo, hi]
+        lo, hi = r.parts[0], r.parts[2]
+        left = Seq(br[r.ops[1]][0] + br[r.ops[0]][1], (Leaf(f"-({hi})"), Leaf(f"-({lo})")))
+        return Union((left, Seq(br[r.ops[0]][0] + br[r.ops[1]][1], (Leaf(lo), Leaf(hi)))))
+    if len(r.parts) == 3 and is_name(r.parts[1]):
+        return Seq(br[r.ops[0]][0] + br[r.ops[1]][1], (Leaf(r.parts[0]), Leaf(r.parts[2])))
+    if len(r.parts) == 2 and is_name(r.parts[0]):
+        return Seq("(" + br[r.ops[0]][1], (Leaf("-\\infty"), Leaf(r.parts[1])))
+    if len(r.parts) == 2 and is_name(r.parts[1]):
+        return Seq(br[r.ops[0]][0] + ")", (Leaf(r.parts[0]), Leaf("\\infty")))
+    return None
+
+
+def compare(pred: Node, gold: Node, leaf: LeafCmp, rules: Rules = DEFAULT_RULES) -> bool:
+    """True when `pred` answers `gold` (see module docstring). `leaf` may raise NeedCAS."""
+    if isinstance(gold, Assign) and isinstance(pred, Rel):
+        return _compare_rel(pred, Rel((gold.lhs, gold.rhs), ("=",)), leaf)
+    if isinstance(gold, Assign) and not isinstance(pred, Assign):
+        return compare(pred, gold.value, leaf, rules)
+    if isinstance(pred, Assign):
+        if isinstance(gold, Assign):
+            return pred.name == gold.name and compare(pred.value, gold.value, leaf, rules)
+        if isinstance(gold, Rel):
+            return _compare_rel(Rel((pred.lhs, pred.rhs), ("=",)), gold, leaf)
+        return compare(pred.value, gold, leaf, rules)
+    if isinstance(pred, Text) or isinstance(gold, Text):
+        return _key(pred) == _key(gold) and _key(gold) != ""
+    if isinstance(gold, Rel) and not isinstance(pred, Rel):
+        as_set = rel_to_interval(gold)
+        return as_set is not None and compare(pred, as_set, leaf, rules)
+    if isinstance(pred, Rel) and not isinstance(gold, Rel):
+        if all(o == "=" for o in pred.ops) and not re.search(
+            r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", pred.parts[0])
+        ):
+            return compare(parse_item(pred.parts[-1]), gold, leaf, rules)
+        as_set = rel_to_interval(pred) if rules.direction == "both" else None
+        return as_set is not None and compare(as_set, gold, leaf, rules)
+    if isinstance(pred, Rel):
+        return _compare_rel(pred, gold, leaf)
+    if isinstance(gold, Dict) or isinstance(pred, Dict):
+        return _compare_dict(pred, gold, leaf, rules)
+    if isinstance(pred, Leaf) and isinstance(gold, Leaf):
+        if pred.text == gold.text and not UNDEFINED.search(gold.text):
+            return True
+        return leaf(pred.text, gold.text, "value")
+    if isinstance(pred, Matrix) and isinstance(gold, Matrix):
+        if [len(r) for r in pred.rows] != [len(r) for r in gold.rows]:
+            return False
+        return all(
+            compare(a, b, leaf)
+            for ra, rb in zip(pred.rows, gold.rows, strict=True)
+            for a, b in zip(ra, rb, strict=True)
+        )
+    if isinstance(pred, Union) and isinstance(gold, Union):
+        return _unordered(pred.items, gold.items, leaf, rules)
+    if isinstance(pred, Seq) and isinstance(gold, Seq):
+        return _compare_seq(pred, gold, leaf, rules)
+    return False
+
+
+def _key(n: Node) -> str:
+    if isinstance(n, Text):
+        return n.key
+    if isinstance(n, Leaf):
+        return text_key(n.text)
+    return "\x00structured"
+
+
+def _compare_seq(p: Seq, g: Seq, leaf: LeafCmp, rules: Rules) -> bool:
+    if len(p.items) != len(g.items) and not ({p.kind, g.kind} <= {"list", "set"}):
+        return False
+    unordered = {"list", "set"}
+    if p.kind == g.kind == "list" and rules.ordered_lists:
+        return _ordered(p.items, g.items, leaf, rules)
+    if p.kind in unordered and g.kind in unordered:
+        return _unordered(p.items, g.items, leaf, rules)
+    if p.kind in unordered or g.kind in unordered:
+        if "set" in (p.kind, g.kind):
+            return False
+        return _ordered(p.items, g.items, leaf, rules)
+    return p.kind == g.kind and _ordered(p.items, g.items, leaf, rules)
+
+
+def _ordered(ps: tuple, gs: tuple, leaf: LeafCmp, rules: Rules) -> bool:
+    return len(ps) == len(gs) and all(compare(a, b, leaf, rules) for a, b in zip(ps, gs, strict=True))
+
+
+def _unordered(ps: tuple, gs: tuple, leaf: LeafCmp, rules: Rules) -> bool:
+    """Set equality: every pred element matches some gold element and vice versa (dupes collapse)."""
+    if not ps or not gs:
+        return not ps and not gs
+    matched_gold = set()
+    for a in ps:
+        hits = [j for j, b in enumerate(gs) if compare(a, b, leaf, rules)]
+        if not hits:
+            return False
+        matched_gold.update(hits)
+    return len(matched_gold) == len(gs)
+
+
+def _compare_dict(p: Node, g: Node, leaf: LeafCmp, rules: Rules) -> bool:
+    if isinstance(p, Dict) and isinstance(g, Dict):
+        pk, gk = dict(p.items), dict(g.items)
+        if set(pk) == set(gk):
+            return all(compare(pk[k], gk[k], leaf, rules) for k in gk)
+        return _ordered(tuple(pk.values()), tuple(gk.values()), leaf, rules)
+    pv = tuple(v for _, v in p.items) if isinstance(p, Dict) else None
+    gv = tuple(v for _, v in g.items) if isinstance(g, Dict) else None
+    other = g if pv is not None else p
+    if not isinstance(other, Seq):
+        return False
+    if pv is not None:
+        return _compare_seq(Seq("()" if other.kind != "list" else "list", pv), other, leaf, rules)
+    return _compare_seq(other, Seq("()" if other.kind != "list" else "list", gv), leaf, rules)
+
+
+def _compare_rel(p: Rel, g: Node, leaf: LeafCmp) -> bool:
+    if not isinstance(g, Rel):
+        return False
+    p, g = _canon_rel(p), _canon_rel(g)
+    if p.ops != g.ops or len(p.parts) != len(g.parts):
+        return False
+    if p.parts == g.parts:
+        return True
+    if len(p.parts) == 2:
+        kind = "eq" if p.ops[0] in ("=", "!=") else "ineq"
+        return leaf(f"({p.parts[0]})-({p.parts[1]})", f"({g.parts[0]})-({g.parts[1]})", kind)
+    return all(a == b or leaf(a, b, "value") for a, b in zip(p.parts, g.parts, strict=True))

@@ -1,0 +1,152 @@
+"""`verify(response, gold)` → `Verdict` (answer, verdict, reason), and the plain `check_answer`.
+
+Cheapest first: normalised string → exact rationals → structured comparison without a CAS → the
+CAS worker pool under a hard deadline. Reasons: match_string, match_exact, match_structured,
+match_cas, mismatch, no_answer, parse_error, too_complex, timeout (and error for a broken gold or
+a dead worker). Deterministic: the same inputs give the same verdict in any thread or process.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+from rubrics.math.choice import extract_letter, gold_letter
+from rubrics.math.extract import extract, gold_answers
+from rubrics.math.normalize import normalize
+from rubrics.math.numeric import cheap_numbers
+from rubrics.math.policy import DEFAULT_POLICY, MathPolicy, rules_of
+from rubrics.math.pool import CasPool, default_pool
+from rubrics.math.structure import UNDEFINED, Leaf, NeedCAS, Node, TooComplex, _group, compare, parse_answer
+
+REASONS = (
+    "match_string",
+    "match_exact",
+    "match_structured",
+    "match_cas",
+    "mismatch",
+    "no_answer",
+    "parse_error",
+    "too_complex",
+    "timeout",
+    "error",
+)
+COUNTERS: Counter[str] = Counter()  # reason -> count, for metrics
+
+
+@dataclass(frozen=True)
+class Verdict:
+    correct: bool
+    reason: str
+    answer: str | None = None  # the extracted prediction (joined with " | " when several)
+    detail: str = ""
+    how: str = ""  # which extraction rule found the answer ("boxed", "anchor", ...)
+
+    @property
+    def verified(self) -> bool:
+        """False when the check could not complete (timeout or error): not a real zero."""
+        return self.reason not in ("timeout", "error")
+
+
+def _done(v: Verdict) -> Verdict:
+    COUNTERS[v.reason] += 1
+    return v
+
+
+def _structure(answers: tuple[str, ...], policy: MathPolicy) -> Node:
+    return _group([parse_answer(normalize(a, policy)) for a in answers], flatten=True)
+
+
+def verify(
+    response: str, gold: str, policy: MathPolicy = DEFAULT_POLICY, pool: CasPool | None = None
+) -> Verdict:
+    """Grade one completion (or bare answer) against one gold answer. Never raises for model output.
+
+    The CAS part of the call (retries included) shares one deadline, `policy.cas_timeout_s` from the
+    first CAS request; on expiry the verdict is `timeout` (unverified), never a zero. (Starting the
+    process-wide pool on the very first CAS request is a one-time cost outside that budget.)
+    """
+    response = "" if response is None else str(response)
+    golds = gold_answers("" if gold is None else str(gold))
+    if not any(g.strip() for g in golds):
+        return _done(Verdict(False, "error", detail="empty gold"))
+    letter = gold_letter(golds[0]) if len(golds) == 1 else None
+    if letter is not None:
+        got = extract_letter(response)
+        if got is None:
+            return _done(Verdict(False, "no_answer", detail="no single option letter"))
+        return _done(
+            Verdict(got == letter, "match_string" if got == letter else "mismatch", got, how="letter")
+        )
+    ext = extract(response, fallback=policy.prose_fallback, max_chars=policy.max_chars)
+    if ext.answers is None:
+        return _done(Verdict(False, "no_answer", detail=ext.how))
+    shown = " | ".join(ext.answers)[:500]
+    how = ext.how
+    p_norm = [normalize(a, policy) for a in ext.answers]
+    g_norm = [normalize(g, policy) for g in golds]
+    if sorted(set(p_norm)) == sorted(set(g_norm)) and all(p_norm) and not any(map(UNDEFINED.search, g_norm)):
+        return _done(Verdict(True, "match_string", shown, how=how))
+    if any(len(a) > policy.max_answer_chars for a in p_norm + g_norm):
+        return _done(Verdict(False, "too_complex", shown, "answer too long", how))
+    try:
+        pred_node = _group([parse_answer(a) for a in p_norm], flatten=True)
+        gold_node = _group([parse_answer(g) for g in g_norm], flatten=True)
+    except (TooComplex, RecursionError) as exc:
+        return _done(Verdict(False, "too_complex", shown, str(exc), how))
+    used_numbers = []
+
+    def cheap_leaf(p: str, g: str, kind: str) -> bool:
+        if kind != "value":
+            raise NeedCAS
+        quick = cheap_numbers(p, g, policy)
+        if quick is not None:
+            used_numbers.append(quick)
+            return quick
+        if _is_bare_symbol(p) != _is_bare_symbol(g) and (_is_number(p) or _is_number(g)):
+            return False
+        raise NeedCAS
+
+    try:
+        ok = compare(pred_node, gold_node, cheap_leaf, rules_of(policy))
+    except NeedCAS:
+        ok = None
+    except (TooComplex, RecursionError) as exc:
+        return _done(Verdict(False, "too_complex", shown, str(exc), how))
+    if ok is not None:
+        if not ok:
+            return _done(Verdict(False, "mismatch", shown, how=how))
+        simple = isinstance(pred_node, Leaf) and isinstance(gold_node, Leaf)
+        return _done(Verdict(True, "match_exact" if simple else "match_structured", shown, how=how))
+    pool = pool or default_pool()
+    deadline = time.monotonic() + policy.cas_timeout_s
+    outcome = pool.run((pred_node, gold_node, policy), max(deadline - time.monotonic(), 0.0))
+    if outcome.status == "timeout":
+        return _done(Verdict(False, "timeout", shown, outcome.detail, how))
+    if outcome.status != "ok":
+        return _done(Verdict(False, "error", shown, outcome.detail, how))
+    correct, reason = outcome.value
+    if not correct and policy.degrees == "radians" and len(g_norm) == 1 and _DEGREES.search(str(gold)):
+        radians = Leaf(f"\\frac{{({g_norm[0].rstrip('%')})\\pi}}{{180}}")
+        again = pool.run((pred_node, radians, policy), max(deadline - time.monotonic(), 0.0))
+        if again.status == "ok" and again.value[0]:
+            return _done(Verdict(True, "match_cas", shown, "degrees read as radians", how))
+    return _done(Verdict(bool(correct), reason, shown, how=how))
+
+
+_DEGREES = re.compile(r"\\circ|°|degree")
+
+
+def _is_bare_symbol(s: str) -> bool:
+    return bool(re.fullmatch(r"\s*[A-Za-z]\s*", s))
+
+
+def _is_number(s: str) -> bool:
+    return bool(re.fullmatch(r"\s*-?\d+(?:\.\d+)?\s*", s))
+
+
+def check_answer(response: str, gold: str) -> bool:
+    """True when `response` (a whole completion or a bare answer) answers `gold` (default policy)."""
+    return verify(response, gold).correct

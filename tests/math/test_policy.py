@@ -1,0 +1,58 @@
+"""Named policies on the cases projects disagree on (the benchmark's `ambiguous` group)."""
+
+from __future__ import annotations
+
+from rubrics.math import MathPolicy, verify
+
+
+def ok(pred: str, gold: str, **policy) -> bool:
+    return verify(pred, gold, MathPolicy(**policy)).correct
+
+
+def test_percent_policy():
+    assert ok(r"\boxed{28}", r"28\%") and not ok(r"\boxed{0.28}", r"28\%")
+    assert ok(r"\boxed{0.28}", r"28\%", percent="value") and not ok(r"\boxed{28}", r"28\%", percent="value")
+    assert not ok(r"\boxed{0.5}", "50") and not ok(r"\boxed{0.5}", "50", percent="value")
+
+
+def test_decimal_comma_policy():
+    assert not ok(r"\boxed{2,74}", "2.74")
+    assert ok(r"\boxed{2,74}", "2.74", decimal_comma=True)
+    assert ok(r"\boxed{1,000}", "1000")
+
+
+def test_unreduced_fraction_policy():
+    assert ok(r"\boxed{\frac{2}{4}}", r"\frac{1}{2}")
+    assert not ok(r"\boxed{\frac{2}{4}}", r"\frac{1}{2}", unreduced_fractions=False)
+
+
+def test_degrees_policy():
+    assert ok(r"\boxed{90}", r"90^\circ")
+    assert not ok(r"\boxed{\frac{\pi}{2}}", r"90^\circ")
+    assert ok(r"\boxed{\frac{\pi}{2}}", r"90^\circ", degrees="radians")
+
+
+def test_relation_direction_policy():
+    assert ok(r"\boxed{(-1, 2)}", "-1 < x < 2")
+    assert not ok(r"\boxed{-1 < x < 2}", "(-1, 2)")
+    assert ok(r"\boxed{-1 < x < 2}", "(-1, 2)", relation_direction="both")
+    assert not ok(r"\boxed{x > 2}", "x^2 > 4", relation_direction="both")
+
+
+def test_prose_fallback_policy():
+    assert ok("Adding them up, the total is 42.", "42")
+    assert not ok("Adding them up, the total is 42.", "42", prose_fallback=False)
+
+
+def test_list_order_policy():
+    assert ok("4, 10, -2", "10, 4, -2")
+    assert not ok("4, 10, -2", "10, 4, -2", list_order="ordered")
+    assert ok("10, 4, -2", "10, 4, -2", list_order="ordered")
+    assert not ok(r"\boxed{(3, 2)}", "(2, 3)")
+
+
+def test_approximation_remarks_and_trailing_text():
+    assert ok("$x=1/3\\approx0.33$", "1/3")
+    assert ok("$x = 5+5+1 = 1/3 \\approx 11$", "x = 1/3")
+    assert ok("17\\text{ any text}", "17") and ok("17", "17\\text{ any text}")
+    assert not ok("\\boxed{17 \\text{ or } 18}", "17")
