@@ -4,7 +4,7 @@
 
 The package re-exports `environments.<name>_env.load_environment` under the module `rlvr_<name>`
 (env id `rlvr-<name>`), depends on `rlvr-envs`, and carries the hub README. Re-run after changing
-the template; the folders are generated, not edited by hand.
+the template; a README may then be extended by hand (see rlvr_math).
 """
 
 from __future__ import annotations
