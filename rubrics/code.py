@@ -19,17 +19,11 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import functools
 import hashlib
 import json
-import py_compile
 import re
 import struct
-import sys
-import tempfile
 from collections.abc import Sequence
-from importlib import resources
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -49,39 +43,10 @@ from rubrics.code_tests import (
 from rubrics.core import RewardResult, Rubric, Sample, Status
 from rubrics.text import final_segment
 from sandbox.core import ExecResult, Job, LimitHit, Limits, Sandbox
+from sandbox.harness import harness_job
 
 _OPEN = re.compile(r"[ \t]{0,3}(`{3,}|~{3,})[ \t]*([^\s`]*)")
 _CLOSE = re.compile(r"[ \t]{0,3}(`{3,}|~{3,})[ \t]*")
-_RUNNER = resources.files("sandbox").joinpath("runner.py").read_text(encoding="utf-8")
-_STUB = (
-    "import os, sys\n"
-    "sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))\n"
-    "import rlvr_runner\n"
-    "sys.exit(rlvr_runner.main())\n"
-)
-
-
-@functools.cache
-def _runner_files() -> dict[str, str | bytes]:
-    """The harness as job files: source plus an unchecked-hash .pyc so the sandbox's interpreter skips
-    compiling it (~10-30 ms per job). An interpreter with another cache tag just compiles the source."""
-    files: dict[str, str | bytes] = {"run.py": _STUB, "rlvr_runner.py": _RUNNER}
-    with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp, "rlvr_runner.py")
-        src.write_text(_RUNNER, encoding="utf-8")
-        try:
-            pyc = py_compile.compile(
-                str(src),
-                cfile=str(Path(tmp, "out.pyc")),
-                doraise=True,
-                invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
-            )
-        except py_compile.PyCompileError:
-            return files
-        files[f"__pycache__/rlvr_runner.{sys.implementation.cache_tag}.pyc"] = Path(pyc).read_bytes()
-    return files
-
-
 # Attribute/module names that only frame walking, heap scanning or interpreter tampering need.
 _SUSPECT_ATTRS = {
     "_getframe",
@@ -308,8 +273,7 @@ class CodeRubric(Rubric):
             processes=64,
             output_bytes=max(1 << 20, channel_budget),
         )
-        files = {**_runner_files(), "spec.json": json.dumps(spec)}
-        return Job(command=(self.config.python, "run.py"), files=files, limits=limits, channel=True)
+        return harness_job(json.dumps(spec), limits, self.config.python)
 
     # ------------------------------------------------------------------------- judging
 

@@ -10,6 +10,12 @@ the control socket (AF_UNIX SOCK_SEQPACKET, only this process holds it):
 Per job: write the job's files into the empty scratch dir, fork a child that becomes the job (fresh
 stdio objects, argv, env, cwd, rlimits, new session; fds 0-2 and optionally 3 only), wait for it,
 then SIGKILL every other process in the namespace, reap, and wipe the scratch dir and /dev/shm.
+
+Harness jobs (spec mode "harness", see `sandbox/harness.py`): the trusted test harness
+(`runner.py`, mounted read-only next to this file and imported once at start) runs here, in PID 1:
+it forks one child per test session (the only process that runs untrusted code; it closes every
+inherited descriptor, including the control socket and the result channel, before the solution
+runs) and writes its records to the job's channel descriptor. Same sweep and wipe afterwards.
 If anything cannot be restored (files it cannot delete, SysV IPC objects left) it asks to be
 recycled and exits. The host enforces wall time and output caps by killing the whole sandbox.
 
@@ -30,6 +36,7 @@ import shutil
 import signal
 import socket
 import sys
+import traceback
 
 SCRATCH = "/tmp"
 SHM = "/dev/shm"
@@ -188,9 +195,9 @@ def _child(spec, fds):
             _print_exc(e, filename)
             code = 1
         try:
-            import threading
-
-            threading._shutdown()
+            threading = sys.modules.get("threading")  # not preloaded: importing it costs every fork
+            if threading is not None:
+                threading._shutdown()
             import atexit
 
             atexit._run_exitfuncs()
@@ -255,6 +262,38 @@ def _ipc_clean():
     return True
 
 
+def _load_runner():
+    """The trusted harness mounted next to this file, imported once (None if it is not there)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runner.py")
+    if not os.path.exists(path):
+        return None
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("rlvr_runner", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["rlvr_runner"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _harness(runner, spec, fds):
+    """Run a harness job here (PID 1); returns a wait status. fds: spec, stdin, stdout, stderr, channel."""
+    if runner is None or len(fds) < 5:
+        os.write(fds[3], b"worker: no harness or no result channel\n")
+        return 2 << 8
+    os.environ.clear()
+    os.environ.update(spec["env"])
+    try:
+        runner.run_spec(json.loads(spec["harness"]), fds[4], tuple(map(tuple, spec["rlimits"])))
+    except BaseException:  # a harness failure (never the solution's: that runs in the children)
+        try:
+            os.write(fds[3], traceback.format_exc().encode()[-4000:])
+        except OSError:
+            pass
+        return 1 << 8
+    return 0
+
+
 def main(argv):
     if os.getpid() != 1:
         print("refusing to run: the worker must be PID 1 of its own pid namespace", file=sys.stderr)
@@ -271,6 +310,7 @@ def main(argv):
             __import__(name)
         except ImportError:
             pass
+    runner = _load_runner()
     gc.collect()
     gc.freeze()  # keep the collector from touching (and copying) every pre-fork object in each job
     null = os.open("/dev/null", os.O_RDWR)
@@ -291,23 +331,30 @@ def main(argv):
                 os.close(fd)
             _send(ctrl, {"error": f"{type(e).__name__}: {e}", "recycle": True})
             return 1
-        pid = os.fork()
-        if pid == 0:
-            ctrl.close()
-            _child(spec, fds)
-        for fd in fds:
-            os.close(fd)
-        _, status, ru = os.wait4(pid, 0)
-        _sweep()
+        if spec["mode"] == "harness":
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            status = _harness(runner, spec, fds)
+            for fd in fds:
+                os.close(fd)
+            _sweep()
+            if runner is not None:
+                runner.reset()
+            ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = ru.ru_utime + ru.ru_stime - before.ru_utime - before.ru_stime
+            recycle = status != 0  # the harness itself failed: start from a fresh worker
+        else:
+            pid = os.fork()
+            if pid == 0:
+                ctrl.close()
+                _child(spec, fds)
+            for fd in fds:
+                os.close(fd)
+            _, status, ru = os.wait4(pid, 0)
+            _sweep()
+            cpu, recycle = ru.ru_utime + ru.ru_stime, False
         clean = _ipc_clean()
         _send(
-            ctrl,
-            {
-                "status": status,
-                "cpu": ru.ru_utime + ru.ru_stime,
-                "maxrss_kb": ru.ru_maxrss,
-                "recycle": not clean,
-            },
+            ctrl, {"status": status, "cpu": cpu, "maxrss_kb": ru.ru_maxrss, "recycle": recycle or not clean}
         )
         # Off the host's critical path; the next job is read only after this. If the scratch cannot
         # be emptied we exit, and the host retries that next job on a fresh worker.

@@ -23,11 +23,26 @@ from sandbox import _proc
 from sandbox.bwrap import BwrapSandbox, _as_bytes, _validate_rel, job_env
 from sandbox.cgroups import Slot
 from sandbox.core import ExecResult, Job, Limits, SandboxError
+from sandbox.harness import RUNNER_SRC, harness_spec
 
 WORKER_SRC = str(Path(__file__).with_name("_worker.py"))
 WORKER_DST = "/run/rlvr/worker.py"
+RUNNER_DST = "/run/rlvr/runner.py"  # the worker imports the trusted harness from next to itself
 FLAGS = {"-u": "unbuffered", "-I": "isolated", "-B": None, "-E": None, "-s": None, "-S": None, "-q": None}
 START_TIMEOUT_S = 20.0
+
+
+def _python_names(python: str) -> set[str]:
+    return {"python3", os.path.basename(os.path.realpath(python)), python, os.path.realpath(python)}
+
+
+def job_plan(job: Job, python: str) -> dict | None:
+    """How a warm worker runs `job`: the harness in the worker itself (`sandbox.harness`), a Python
+    command in a forked child (`python_plan`), or None (the job runs one-shot)."""
+    spec = harness_spec(job, _python_names(python))
+    if spec is not None:
+        return {"mode": "harness", "harness": spec}
+    return python_plan(job.command, python)
 
 
 def python_plan(command: tuple[str, ...], python: str) -> dict | None:
@@ -35,9 +50,7 @@ def python_plan(command: tuple[str, ...], python: str) -> dict | None:
     the worker; None for anything else (it then runs one-shot)."""
     if not command:
         return None
-    real = os.path.realpath(python)
-    names = {"python3", os.path.basename(real), python, real}
-    if command[0] not in names:
+    if command[0] not in _python_names(python):
         return None
     plan = {"unbuffered": False, "isolated": False}
     rest = list(command[1:])
@@ -105,7 +118,8 @@ class Worker:
         self.err_fd = _proc.memfd_with(b"", "worker-stderr")
         limits = Limits(scratch_mb=scratch_mb)
         sc_fd = box.seccomp_fd()
-        argv = box.bwrap_argv(limits, extra=["--ro-bind", WORKER_SRC, WORKER_DST], seccomp_fd=sc_fd)
+        mounts = ["--ro-bind", WORKER_SRC, WORKER_DST, "--ro-bind", RUNNER_SRC, RUNNER_DST]
+        argv = box.bwrap_argv(limits, extra=mounts, seccomp_fd=sc_fd)
         argv += ["--", cfg.python, "-I", WORKER_DST, "3", ",".join(cfg.preload)]
         # the worker keeps no limits a job would need to raise; each job lowers its own after fork
         rl = [(r, v) for r, v in _proc.job_rlimits(limits, None) if r in _worker_rlimits()]
@@ -153,7 +167,8 @@ class Worker:
         spec = dict(plan)
         spec["env"] = job_env(job)
         spec["files"] = [
-            [_validate_rel(p), base64.b64encode(_as_bytes(c)).decode()] for p, c in job.files.items()
+            [_validate_rel(p), base64.b64encode(_as_bytes(c)).decode()]
+            for p, c in (job.files.items() if plan["mode"] != "harness" else ())
         ]
         spec["rlimits"] = box.job_rlimits(limits)
         owned = [_proc.memfd_with(json.dumps(spec).encode(), "spec"), _proc.memfd_with(job.stdin, "stdin")]

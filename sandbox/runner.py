@@ -199,9 +199,9 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def write_record(record: dict) -> None:
+def write_record(record: dict, fd: int = CHANNEL_FD) -> None:
     data = json.dumps(record, separators=(",", ":")).encode()
-    _write_all(CHANNEL_FD, struct.pack(">I", len(data)) + data)
+    _write_all(fd, struct.pack(">I", len(data)) + data)
 
 
 def take_messages(buf: bytearray, nonce: bytes) -> list[tuple[str, int, float, bytes]] | None:
@@ -241,11 +241,14 @@ def _snapshot_modules() -> list[tuple[dict, dict]]:
     return pairs
 
 
-def _child(spec: dict, chunk: list, nonce: bytes, res_w: int, out_w: int, in_fd: int) -> None:
+def _child(
+    spec: dict, chunk: list, nonce: bytes, res_w: int, out_w: int, in_fd: int, rlimits: tuple = ()
+) -> None:
     """Run `chunk` ([(index, test)]) in this forked process and leave with os._exit; never returns.
 
     stdio: one test; the solution itself is the test. Otherwise a session: setup + solution once,
-    then a `R` (ready) message, then one message per test in order.
+    then a `R` (ready) message, then one message per test in order. `rlimits` ([(resource, value)])
+    are the sandbox job's own limits, set first when the harness runs inside a warm pool's worker.
     """
     _write, _exit, _pack, _type, _getframe = os.write, os._exit, struct.pack, type, sys._getframe
     _cpu = time.process_time
@@ -267,6 +270,9 @@ def _child(spec: dict, chunk: list, nonce: bytes, res_w: int, out_w: int, in_fd:
     first = chunk[0][0]
     try:
         os.setpgid(0, 0)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for which, value in rlimits:
+            _limit(which, value)
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 2)
         os.close(devnull)
@@ -495,7 +501,7 @@ def _input_fd(text: str) -> int:
     return fd
 
 
-def supervise(spec: dict, chunk: list) -> list[dict]:
+def supervise(spec: dict, chunk: list, rlimits: tuple = ()) -> list[dict]:
     """Fork a child for `chunk` ([(index, test)]), judge what it reports; >= 1 record, in order."""
     _reap()
     nonce = os.urandom(NONCE_BYTES)
@@ -512,7 +518,7 @@ def supervise(spec: dict, chunk: list) -> list[dict]:
     pid = os.fork()
     if pid == 0:
         try:
-            _child(spec, chunk, nonce, res_w, out_w, in_fd)
+            _child(spec, chunk, nonce, res_w, out_w, in_fd, rlimits)
         finally:
             os._exit(70)
     for fd in (res_w, out_w, in_fd):
@@ -719,14 +725,23 @@ def main() -> int:
     with open("spec.json", encoding="utf-8") as handle:
         spec = json.load(handle)
     os.unlink("spec.json")
-    tests = list(enumerate(spec["tests"]))
-    write_record({"type": "hello", "version": 1, "tests": len(tests)})
-    if sum(t["kind"] == "stdio" for _, t in tests) > 1:  # many children: import common modules once, here
+    if sum(t["kind"] == "stdio" for t in spec["tests"]) > 1:  # many children: import common modules once
         for name in _PRELOAD:
             try:
                 __import__(name)
             except ImportError:
                 pass
+    run_spec(spec)
+    _reap()  # whatever is still dying is reaped by the sandbox's init
+    return 0
+
+
+def run_spec(spec: dict, channel_fd: int = CHANNEL_FD, rlimits: tuple = ()) -> None:
+    """Run every test of `spec`, writing the records (`hello`, one `result` per test run, `done`) to
+    `channel_fd`. A warm pool's worker calls this directly (see `sandbox.harness`); it reaps and
+    kills whatever is left afterwards and then calls `reset()`."""
+    tests = list(enumerate(spec["tests"]))
+    write_record({"type": "hello", "version": 1, "tests": len(tests)}, channel_fd)
     count, pos = 0, 0
     while pos < len(tests):
         if tests[pos][1]["kind"] == "stdio":
@@ -737,8 +752,8 @@ def main() -> int:
                 end += 1
             chunk = tests[pos:end]
         stop = False
-        for record in supervise(spec, chunk):
-            write_record(record)
+        for record in supervise(spec, chunk, rlimits):
+            write_record(record, channel_fd)
             count += 1
             outcome = record["outcome"]
             if outcome in ("hack", "internal") or (spec.get("stop_on_failure") and outcome != "ok"):
@@ -747,9 +762,12 @@ def main() -> int:
         if stop:
             break
         pos = count
-    write_record({"type": "done", "count": count})
-    _reap()  # whatever is still dying is reaped by the sandbox's init
-    return 0
+    write_record({"type": "done", "count": count}, channel_fd)
+
+
+def reset() -> None:
+    """Forget the killed-but-unreaped children (their pids are gone once the caller has reaped all)."""
+    _UNREAPED.clear()
 
 
 if __name__ == "__main__":
