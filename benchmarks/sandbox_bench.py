@@ -2,7 +2,8 @@
 
 Modes (all measured in the same run, ratios against the baselines printed at the end):
   bare        subprocess `python3 -I -c HARNESS` per job, no isolation (baseline)
-  host_pool   unsandboxed warm fork-server (2 workers), no isolation (pool baseline)
+  host_pool   unsandboxed warm pool (2 workers): the bwrap pool's worker and host code, same fork-per-job
+              protocol, minus namespaces/seccomp/cgroups/uid drop (pool baseline: ratios = isolation cost)
   bwrap       one-shot bubblewrap sandbox per job (BwrapSandbox, warm_pool=False)
   bwrap_pool  bubblewrap warm pool (BwrapSandbox, warm_pool=True)
   docker_run  `docker run --rm -i` per job (network none, read-only, non-root, limits) (docker baseline)
@@ -15,8 +16,8 @@ Usage: python benchmarks/sandbox_bench.py [--jobs N] [--docker-jobs M]
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -27,68 +28,112 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sandbox.bwrap import BwrapConfig, BwrapSandbox  # noqa: E402
+from sandbox import _proc  # noqa: E402
+from sandbox.bwrap import PRELOAD, BwrapConfig, BwrapSandbox, SlotResults  # noqa: E402
 from sandbox.core import Job, SandboxUnavailable  # noqa: E402
 from sandbox.docker import DockerConfig, DockerSandbox  # noqa: E402
+from sandbox.pool import WORKER_SRC, Worker, python_plan  # noqa: E402
 
 SOLUTION = "def add(a, b):\n    return a + b\n"
 TESTS = "".join(f"assert add({i}, {i + 1}) == {2 * i + 1}\n" for i in range(5))
 PROGRAM = SOLUTION + TESTS + "print('ok')\n"
 PYTHON = "/usr/bin/python3"  # the interpreter the sandboxes run, so every mode pays the same start-up
 
+# The unsandboxed warm pool: the bwrap pool's own worker code (`sandbox/_worker.py`: job spec memfd +
+# fds over SCM_RIGHTS, files written to a scratch dir, a fork per job, reply, scratch wiped) and the same
+# host side (`sandbox.pool.Worker.run`), minus bwrap, namespaces, seccomp, cgroups and the uid drop.
+# Without a pid namespace there is no `kill(-1)` sweep: the job's own session is killed instead.
 HOST_WORKER = r"""
-import json, os, sys
-for line in sys.stdin:
-    code = json.loads(line)
-    r, w = os.pipe()
+import importlib.util, os, resource, shutil, signal, sys, tempfile
+spec = importlib.util.spec_from_file_location("worker", sys.argv[1])
+w = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(w)
+for name in filter(None, sys.argv[3].split(",")):
+    __import__(name)
+w.SCRATCH = tempfile.mkdtemp(prefix="hostpool-")
+import gc, socket
+gc.collect(); gc.freeze()
+ctrl = socket.socket(fileno=int(sys.argv[2]))
+null = os.open("/dev/null", os.O_RDWR); os.dup2(null, 0); os.dup2(null, 1); os.close(null)
+w._send(ctrl, {"ready": True})
+while True:
+    fds = w._recv_job(ctrl)
+    if fds is None:
+        shutil.rmtree(w.SCRATCH, ignore_errors=True)
+        break
+    job = w.json.loads(w._read_fd(fds[0]))
+    w._write_files(job["files"])
     pid = os.fork()
     if pid == 0:
-        os.close(r); os.dup2(w, 1)
-        try:
-            exec(compile(code, "<job>", "exec"), {"__name__": "__main__"})
-            sys.stdout.flush(); os._exit(0)
-        except BaseException:
-            os._exit(1)
-    os.close(w)
-    out = b""
-    while chunk := os.read(r, 65536):
-        out += chunk
-    os.close(r)
-    _, st = os.waitpid(pid, 0)
-    sys.stdout.write(json.dumps({"rc": os.waitstatus_to_exitcode(st), "out": out.decode()}) + "\n")
-    sys.stdout.flush()
+        ctrl.close()
+        w._child(job, fds)
+    for fd in fds:
+        os.close(fd)
+    _, status, ru = os.wait4(pid, 0)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    w._send(ctrl, {"status": status, "cpu": ru.ru_utime + ru.ru_stime, "maxrss_kb": ru.ru_maxrss,
+                   "recycle": False})
+    for entry in os.scandir(w.SCRATCH):
+        shutil.rmtree(entry.path) if entry.is_dir(follow_symlinks=False) else os.unlink(entry.path)
 """
 
 
+class HostBox(SlotResults):
+    """Just enough of a backend for `sandbox.pool.Worker`: no slots, no cgroups, no isolation."""
+
+    name = "host_pool"
+
+    def __init__(self) -> None:
+        self.config = BwrapConfig()
+        self.cgroups = None
+        self.stats = {"worker_starts": 0, "worker_recycles": 0}
+
+    def job_rlimits(self, limits):
+        return _proc.job_rlimits(limits, None)
+
+
+class HostWorker(Worker):
+    def _launch(self, scratch_mb: int) -> socket.socket:
+        host, inside = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        inside_fd = inside.detach()
+        os.set_inheritable(inside_fd, True)
+        self.err_fd = _proc.memfd_with(b"", "worker-stderr")
+        argv = [PYTHON, "-I", "-c", HOST_WORKER, WORKER_SRC, str(inside_fd), ",".join(PRELOAD)]
+        try:
+            self.proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=self.err_fd, stderr=self.err_fd, pass_fds=[inside_fd]
+            )
+        finally:
+            os.close(inside_fd)
+        return host
+
+
 class HostPool:
-    """Unsandboxed fork-server workers (the pool baseline). Runs as the current user, no isolation."""
+    """Unsandboxed warm fork-server workers (the pool baseline). Runs as the current user, no isolation."""
 
     def __init__(self, n: int):
-        self.procs = [
-            subprocess.Popen(
-                [PYTHON, "-I", "-c", HOST_WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-            )
-            for _ in range(n)
-        ]
-        self.free = list(self.procs)
+        box = HostBox()
+        self.workers = [HostWorker(box, None) for _ in range(n)]
+        self.free = list(self.workers)
         self.lock = threading.Lock()
+        self.job = Job(command=("python3", "main.py"), files={"main.py": PROGRAM})
 
-    def run(self, code: str) -> bool:
+    def run(self, _code: str) -> bool:
         with self.lock:
-            p = self.free.pop()
+            worker = self.free.pop()
         try:
-            p.stdin.write(json.dumps(code) + "\n")
-            p.stdin.flush()
-            res = json.loads(p.stdout.readline())
-            return res["rc"] == 0 and res["out"] == "ok\n"
+            res = worker.run(self.job, python_plan(self.job.command, PYTHON))
+            return res.ok and res.stdout == b"ok\n"
         finally:
             with self.lock:
-                self.free.append(p)
+                self.free.append(worker)
 
     def close(self) -> None:
-        for p in self.procs:
-            p.stdin.close()
-            p.wait()
+        for worker in self.workers:
+            worker.stop()
 
 
 def bare(code: str) -> bool:

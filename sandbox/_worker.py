@@ -25,6 +25,7 @@ ptrace it or open its /proc/1/fd/* to reach the control socket.
 """
 
 import array
+import atexit
 import base64
 import ctypes
 import gc
@@ -32,11 +33,13 @@ import io
 import json
 import os
 import resource
+import runpy
 import shutil
 import signal
 import socket
 import sys
 import traceback
+import types
 
 SCRATCH = "/tmp"
 SHM = "/dev/shm"
@@ -61,8 +64,9 @@ def _recv_job(sock):
 
 def _read_fd(fd):
     chunks = []
+    size = os.fstat(fd).st_size + 1  # a memfd: one read
     while True:
-        b = os.read(fd, 1 << 20)
+        b = os.read(fd, size)
         if not b:
             return b"".join(chunks)
         chunks.append(b)
@@ -116,8 +120,6 @@ def _exit_code(exc):
 
 
 def _print_exc(exc, filename):
-    import traceback
-
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename != filename:
         tb = tb.tb_next
@@ -140,9 +142,7 @@ def _child(spec, fds):
         signal.signal(signal.SIGINT, signal.default_int_handler)
         for res, val in spec["rlimits"]:
             resource.setrlimit(res, (val, val))
-        os.environ.clear()
-        os.environ.update(spec["env"])
-        os.chdir(SCRATCH)
+        os.chdir(SCRATCH)  # the environment was set by the worker before the fork (`_set_env`)
         mode, target, args = spec["mode"], spec["target"], spec["args"]
         if mode == "exec":  # any other command: exec it in this fresh process
             try:
@@ -151,8 +151,6 @@ def _child(spec, fds):
                 os.write(2, f"cannot exec {target}: {e.strerror}\n".encode())
                 os._exit(127)
         _stdio(spec["unbuffered"])
-        import runpy
-        import types
 
         if mode == "file":
             filename = os.path.abspath(target)
@@ -198,8 +196,6 @@ def _child(spec, fds):
             threading = sys.modules.get("threading")  # not preloaded: importing it costs every fork
             if threading is not None:
                 threading._shutdown()
-            import atexit
-
             atexit._run_exitfuncs()
         except BaseException:
             pass
@@ -238,15 +234,18 @@ def _wipe(root):
 
     try:
         # bwrap: the tmpfs is ours (a job may have chmod-ed it); docker: root's 1777, left alone
-        if os.stat(root).st_uid == os.getuid():
+        st = os.stat(root)
+        if st.st_uid == os.getuid() and st.st_mode & 0o7777 != 0o755:
             os.chmod(root, 0o755)
+        found = False
         for entry in os.scandir(root):
+            found = True
             if entry.is_dir(follow_symlinks=False):
                 os.chmod(entry.path, 0o700)
                 shutil.rmtree(entry.path, onerror=fix)
             else:
                 os.unlink(entry.path)
-        return not os.listdir(root)
+        return not found or not os.listdir(root)
     except OSError:
         return False
 
@@ -254,11 +253,14 @@ def _wipe(root):
 def _ipc_clean():
     for kind in ("shm", "sem", "msg"):
         try:
-            with open(f"/proc/sysvipc/{kind}") as f:
-                if len(f.read().splitlines()) > 1:
-                    return False
+            fd = os.open(f"/proc/sysvipc/{kind}", os.O_RDONLY)
         except OSError:
-            pass
+            continue
+        try:
+            if os.read(fd, 1 << 16).count(b"\n") > 1:  # more than the header line
+                return False
+        finally:
+            os.close(fd)
     return True
 
 
@@ -276,13 +278,22 @@ def _load_runner():
     return module
 
 
+_ENV = [None]  # the job environment os.environ holds now
+
+
+def _set_env(env):
+    """Give os.environ exactly `env` (the next job's, inherited by its children); no-op if it has it."""
+    if env != _ENV[0]:
+        os.environ.clear()
+        os.environ.update(env)
+        _ENV[0] = env
+
+
 def _harness(runner, spec, fds):
     """Run a harness job here (PID 1); returns a wait status. fds: spec, stdin, stdout, stderr, channel."""
     if runner is None or len(fds) < 5:
         os.write(fds[3], b"worker: no harness or no result channel\n")
         return 2 << 8
-    os.environ.clear()
-    os.environ.update(spec["env"])
     try:
         runner.run_spec(json.loads(spec["harness"]), fds[4], tuple(map(tuple, spec["rlimits"])))
     except BaseException:  # a harness failure (never the solution's: that runs in the children)
@@ -326,6 +337,7 @@ def main(argv):
             spec = json.loads(_read_fd(fds[0]))
             os.lseek(fds[0], 0, os.SEEK_SET)
             _write_files(spec["files"])
+            _set_env(spec["env"])
         except (OSError, ValueError) as e:
             for fd in fds:
                 os.close(fd)

@@ -162,13 +162,27 @@ class SlotResults:
         return slot.counters()
 
     def _result(
-        self, cap, slot, reason, exit_code, sig, oom0, pids0, wall, cpu, cpu_limit, peak=None, sweep=True
+        self,
+        cap,
+        slot,
+        reason,
+        exit_code,
+        sig,
+        oom0,
+        pids0,
+        wall,
+        cpu,
+        cpu_limit,
+        peak=None,
+        sweep=True,
+        refresh=True,
     ) -> ExecResult:
+        """`refresh=False`: the caller has just refreshed the slot's counters (one read per job)."""
         oom = pids_hit = False
         if slot is not None and slot.version != "none":
             if sweep:
                 slot.kill_all()  # one-shot safety net (the pid namespace is already gone)
-            oom_now, pids_now = slot.counters(refresh=True)
+            oom_now, pids_now = slot.counters(refresh=refresh)
             oom, pids_hit = oom_now > oom0, pids_now > pids0
         stderr = bytes(cap.data["stderr"])
         return ExecResult(

@@ -14,7 +14,6 @@ be byte-identical to what `harness_job` ships, so the pool runs exactly the code
 from __future__ import annotations
 
 import functools
-import os
 import py_compile
 import sys
 import tempfile
@@ -60,12 +59,12 @@ def harness_job(spec_json: str, limits: Limits, python: str = "python3") -> Job:
     return Job(command=(python, "run.py"), files=files, limits=limits, channel=True)
 
 
-def harness_spec(job: Job, pythons: set[str]) -> str | None:
+def harness_spec(job: Job, pythons: frozenset[str] | set[str]) -> str | None:
     """The spec text if `job` is exactly a `harness_job` (same runner bytes, command `python run.py`,
     no stdin, channel on) for an interpreter named in `pythons`; None otherwise."""
     if not job.channel or job.stdin or len(job.command) != 2 or job.command[1] != "run.py":
         return None
-    if job.command[0] not in pythons and os.path.basename(job.command[0]) not in pythons:
+    if job.command[0] not in pythons:
         return None
     shipped = runner_files()
     if len(job.files) != len(shipped) + 1:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import array
 import base64
+import functools
 import json
 import os
 import select
@@ -32,8 +33,12 @@ FLAGS = {"-u": "unbuffered", "-I": "isolated", "-B": None, "-E": None, "-s": Non
 START_TIMEOUT_S = 20.0
 
 
-def _python_names(python: str) -> set[str]:
-    return {"python3", os.path.basename(os.path.realpath(python)), python, os.path.realpath(python)}
+@functools.lru_cache(maxsize=8)
+def _python_names(python: str) -> frozenset[str]:
+    """The command names that mean the sandbox's interpreter (cached: realpath costs lstat calls)."""
+    return frozenset(
+        {"python3", os.path.basename(os.path.realpath(python)), python, os.path.realpath(python)}
+    )
 
 
 def job_plan(job: Job, python: str) -> dict | None:
@@ -211,7 +216,8 @@ class Worker:
                 cap.drain()
         finally:
             cap.close()
-        oom = self.slot is not None and self.slot.version != "none" and self.slot.counters(True)[0] > oom0
+        counted = self.slot is not None and self.slot.version != "none"
+        oom = counted and self.slot.counters(True)[0] > oom0  # refreshed once; `_result` reuses it
         if reason == "done" and "status" not in reply and not oom:
             if retry and not reply.get("error"):
                 return self.run(job, plan, retry=False)
@@ -234,6 +240,7 @@ class Worker:
             cpu_limit=limits.cpu_time_s,
             peak=reply.get("maxrss_kb", 0) / 1024 or None,
             sweep=False,
+            refresh=False,
         )
 
 
