@@ -24,6 +24,7 @@ SIGINT handler is kept), and it is non-dumpable, so jobs (same uid, no capabilit
 ptrace it or open its /proc/1/fd/* to reach the control socket.
 """
 
+import _signal
 import array
 import atexit
 import base64
@@ -139,7 +140,7 @@ def _child(spec, fds):
         if chan is not None:
             os.dup2(chan, CHANNEL_FD)
         os.closerange(CHANNEL_FD + 1 if chan is not None else CHANNEL_FD, 1 << 16)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _signal.signal(_signal.SIGINT, _signal.default_int_handler)  # the C call: no enum wrapping
         for res, val in spec["rlimits"]:
             resource.setrlimit(res, (val, val))
         os.chdir(SCRATCH)  # the environment was set by the worker before the fork (`_set_env`)
