@@ -45,6 +45,7 @@ from rubrics.text import final_segment
 from sandbox.core import ExecResult, Job, LimitHit, Limits, Sandbox
 from sandbox.harness import harness_job
 
+INLINE_CHARS = 16_000  # completions / result channels up to this size are handled on the event loop
 _OPEN = re.compile(r"[ \t]{0,3}(`{3,}|~{3,})[ \t]*([^\s`]*)")
 _CLOSE = re.compile(r"[ \t]{0,3}(`{3,}|~{3,})[ \t]*")
 # Attribute/module names that only frame walking, heap scanning or interpreter tampering need.
@@ -176,8 +177,12 @@ class CodeRubric(Rubric):
         return (await self._score_group([sample]))[0]
 
     async def _score_group(self, samples: Sequence[Sample]) -> list[RewardResult]:
-        # extraction, parsing and the static scan are CPU work: keep them off the event loop
-        prepared = await asyncio.to_thread(lambda: [self._prepare(s) for s in samples])
+        # extraction, parsing and the static scan are CPU work: off the event loop, unless the texts are
+        # so small that the thread hand-off would cost more than the work (sub-millisecond)
+        if sum(len(s.completion_text) for s in samples) <= INLINE_CHARS:
+            prepared = [self._prepare(s) for s in samples]
+        else:
+            prepared = await asyncio.to_thread(lambda: [self._prepare(s) for s in samples])
         jobs: dict[str, tuple[str, TestSuite]] = {}
         for item in prepared:
             if isinstance(item, tuple):
@@ -233,6 +238,8 @@ class CodeRubric(Rubric):
                 raise
             except Exception as exc:  # noqa: BLE001 - infrastructure, never the model's fault
                 return RewardResult.unverified(Status.ERROR, f"sandbox failed: {type(exc).__name__}: {exc}")
+        if len(result.channel) <= INLINE_CHARS:
+            return self.judge(result, suite)
         return await asyncio.to_thread(self.judge, result, suite)
 
     # ------------------------------------------------------------------------- job construction

@@ -243,20 +243,27 @@ def _snapshot_modules() -> list[tuple[dict, dict]]:
 
 
 def _child(
-    spec: dict, chunk: list, nonce: bytes, res_w: int, out_w: int, in_fd: int, rlimits: tuple = ()
+    spec: dict,
+    chunk: list,
+    nonce: bytes,
+    res_w: int,
+    files: tuple[int, int, int],
+    streams: tuple,
+    rlimits: tuple = (),
 ) -> None:
     """Run `chunk` ([(index, test)]) in this forked process and leave with os._exit; never returns.
 
     stdio: one test; the solution itself is the test. Otherwise a session: setup + solution once,
-    then a `R` (ready) message, then one message per test in order. `rlimits` ([(resource, value)])
-    are the sandbox job's own limits, set first when the harness runs inside a warm pool's worker.
+    then a `R` (ready) message, then one message per test in order. `files`: what fds 0-2 become;
+    `streams`: their text streams, built by the parent (`_prepared_stdio`). `rlimits` ([(resource,
+    value)]) are the sandbox job's own limits, set first when the harness runs in a pool's worker.
     """
     _write, _exit, _pack, _type, _getframe = os.write, os._exit, struct.pack, type, sys._getframe
     _cpu = time.process_time
     started = [_cpu()]  # CPU clock at the start of the current test (reported with every message)
     stdio = chunk[0][1]["kind"] == "stdio"
-    os.dup2(in_fd, 0)
-    os.dup2(out_w, 1)
+    for target, fd in enumerate(files):
+        os.dup2(fd, target)
     if res_w != RESULT_FD:
         os.dup2(res_w, RESULT_FD)
     os.closerange(3, RESULT_FD)
@@ -274,20 +281,8 @@ def _child(
         _signal.signal(_signal.SIGINT, _signal.default_int_handler)  # the C call: no enum wrapping
         for which, value in rlimits:
             _limit(which, value)
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 2)
-        os.close(devnull)
-        sys.stdin = io.TextIOWrapper(
-            io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8", errors="replace"
-        )
-        sys.stdout = io.TextIOWrapper(
-            io.BufferedWriter(io.FileIO(1, "w", closefd=False), 1 << 16),
-            encoding="utf-8",
-            errors="replace",
-            write_through=False,
-        )
-        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="replace")
-        sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
+        sys.stdin, sys.stdout, sys.stderr = streams
+        sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams
         _limit(resource.RLIMIT_CPU, len(chunk) * (int(spec["time_limit_s"]) + 1) + 1, slack=2)  # backstop
         _limit(resource.RLIMIT_CORE, 0)
         if spec.get("memory_mb"):
@@ -478,8 +473,11 @@ def _limit(which: int, value: int, slack: int = 0) -> None:
 def proc_cpu(pid: int) -> float | None:
     """CPU seconds (user + system, all threads) a live child has used so far, from /proc."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            data = handle.read()
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)  # read after every test: no file object
+        try:
+            data = os.read(fd, 4096)
+        finally:
+            os.close(fd)
         fields = data[data.rindex(b")") + 2 :].split()
         return (int(fields[11]) + int(fields[12])) / _TICKS
     except (OSError, ValueError, IndexError):
@@ -502,6 +500,32 @@ def _input_fd(text: str) -> int:
     return fd
 
 
+def _prepared_stdio(files: tuple[int, int, int]) -> tuple:
+    """The child's sys.stdin/stdout/stderr, built here before the fork (allocating them in the child
+    costs ~100 copy-on-write page faults). Their set-up probes (fstat, lseek) must see the child's own
+    `files`, so fds 0-2 point at those meanwhile; ours are put back before returning."""
+    saved = [os.dup(fd) for fd in (0, 1, 2)]
+    try:
+        for target, fd in enumerate(files):
+            os.dup2(fd, target)
+        return (
+            io.TextIOWrapper(
+                io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8", errors="replace"
+            ),
+            io.TextIOWrapper(
+                io.BufferedWriter(io.FileIO(1, "w", closefd=False), 1 << 16),
+                encoding="utf-8",
+                errors="replace",
+                write_through=False,
+            ),
+            io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="replace"),
+        )
+    finally:
+        for target, fd in enumerate(saved):
+            os.dup2(fd, target)
+            os.close(fd)
+
+
 def supervise(spec: dict, chunk: list, rlimits: tuple = ()) -> list[dict]:
     """Fork a child for `chunk` ([(index, test)]), judge what it reports; >= 1 record, in order."""
     _reap()
@@ -515,14 +539,18 @@ def supervise(spec: dict, chunk: list, rlimits: tuple = ()) -> list[dict]:
     else:
         out_r, out_w, out_cap = None, os.open(os.devnull, os.O_WRONLY), 0
         in_fd = os.open(os.devnull, os.O_RDONLY)
+    err_w = os.open(os.devnull, os.O_WRONLY)
+    files = (in_fd, out_w, err_w)
+    streams = _prepared_stdio(files)
     started = time.monotonic()
     pid = os.fork()
     if pid == 0:
         try:
-            _child(spec, chunk, nonce, res_w, out_w, in_fd, rlimits)
+            _child(spec, chunk, nonce, res_w, files, streams, rlimits)
         finally:
             os._exit(70)
-    for fd in (res_w, out_w, in_fd):
+    streams = None
+    for fd in (res_w, *files):
         os.close(fd)
     try:
         os.setpgid(pid, pid)
