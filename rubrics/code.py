@@ -66,6 +66,7 @@ _SUSPECT_ATTRS = {
     "addaudithook",
 }
 _SUSPECT_MODULES = {"ctypes", "_ctypes"}
+_SUSPECT_TEXT = re.compile("|".join(sorted(_SUSPECT_ATTRS | _SUSPECT_MODULES | {"__builtins__"})))
 _VERDICT_TEXT = {
     "wrong_answer": "wrong answer",
     "runtime_error": "runtime error",
@@ -123,8 +124,13 @@ def extract_code(text: str, languages: Sequence[str] = ("python", "py", "python3
     return last
 
 
-def static_hack_scan(tree: ast.AST) -> str | None:
-    """A reason if the code reaches for frames, the heap, tracing or ctypes; None otherwise."""
+def static_hack_scan(tree: ast.AST, source: str | None = None) -> str | None:
+    """A reason if the code reaches for frames, the heap, tracing or ctypes; None otherwise.
+
+    With `source`: ASCII source that names none of the suspect attributes/modules cannot contain
+    them (non-ASCII identifiers are NFKC-normalised, so anything else gets the full AST walk)."""
+    if source is not None and source.isascii() and not _SUSPECT_TEXT.search(source):
+        return None
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr in _SUSPECT_ATTRS:
             return f"uses .{node.attr} (line {node.lineno})"
@@ -214,7 +220,7 @@ class CodeRubric(Rubric):
         except RecursionError:
             return RewardResult.zero(Status.INVALID, "code nested too deeply to parse")
         if self.config.static_hack_scan and not all(isinstance(t, StdioTest) for t in suite.tests):
-            hit = static_hack_scan(tree)
+            hit = static_hack_scan(tree, code)
             if hit:
                 return RewardResult(
                     score=0.0,

@@ -105,3 +105,21 @@ async def test_child_cannot_reach_the_pool_worker(code_sandbox):
         Sample(prompt="", completion=fenced("def f(x):\n    return x + 1"), answer=CALL)
     )
     assert after.score == 0.0 and after.status is Status.OK
+
+
+def test_static_scan_text_prefilter_keeps_every_hit():
+    import ast
+
+    from rubrics.code import static_hack_scan
+
+    cases = {
+        "import sys\ndef f(x):\n    return sys._getframe(1)": True,
+        "def f(x):\n    return x.\uff46_back": True,  # fullwidth f: NFKC-normalised to f_back
+        "from ctypes import c_int\ndef f(x):\n    return x": True,
+        "def f(x):\n    return __builtins__": True,
+        "def f(x):\n    return x * 2  # no frames here": False,
+    }
+    for code, flagged in cases.items():
+        tree = ast.parse(code)
+        assert (static_hack_scan(tree, code) is not None) is flagged, code
+        assert static_hack_scan(tree, code) == static_hack_scan(tree), code
