@@ -17,6 +17,7 @@ import json
 import os
 import select
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -77,8 +78,13 @@ def python_plan(command: tuple[str, ...], python: str) -> dict | None:
     return plan
 
 
+class NeedsSlotThread(Exception):
+    """A borrowed run (see `BwrapSandbox.run_sync`) would have to start a worker: use the slot thread."""
+
+
 class Worker:
-    """One warm worker bound to one slot thread (never shared between threads)."""
+    """One warm worker per slot. Only its slot thread starts it; any thread may run a job on it while
+    holding `lock` (the slot thread, or a `run_sync` caller that borrowed it while idle)."""
 
     extra_pids = 2  # processes in the slot besides the job: the launcher (bwrap) and the worker
 
@@ -89,6 +95,7 @@ class Worker:
         self.sock: socket.socket | None = None
         self.err_fd: int | None = None
         self.scratch_mb: int | None = None
+        self.lock = threading.Lock()
 
     # ------------------------------------------------------------ lifecycle
     def alive(self) -> bool:
@@ -166,8 +173,12 @@ class Worker:
             _proc.reap(self.proc)
 
     # ------------------------------------------------------------ jobs
-    def run(self, job: Job, plan: dict, retry: bool = True) -> ExecResult:
+    def run(self, job: Job, plan: dict, retry: bool = True, borrowed: bool = False) -> ExecResult:
+        """Run `job` (caller holds `lock`). `borrowed`: not on the slot thread, so raise NeedsSlotThread
+        instead of starting a worker (before anything of the job has run)."""
         box, limits = self.box, job.limits
+        if borrowed and not (self.alive() and self.scratch_mb == limits.scratch_mb):
+            raise NeedsSlotThread
         self.ensure(limits.scratch_mb)
         spec = dict(plan)
         spec["env"] = job_env(job)
@@ -220,6 +231,8 @@ class Worker:
         oom = counted and self.slot.counters(True)[0] > oom0  # refreshed once; `_result` reuses it
         if reason == "done" and "status" not in reply and not oom:
             if retry and not reply.get("error"):
+                if borrowed:
+                    raise NeedsSlotThread  # the retry (a fresh worker) belongs to the slot thread
                 return self.run(job, plan, retry=False)
             raise SandboxError(f"warm worker failed: {reply.get('error') or self.stderr_tail()!r}")
         if "status" in reply:
