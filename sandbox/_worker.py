@@ -76,7 +76,8 @@ def _read_fd(fd):
 def _write_files(files):
     for rel, b64 in files:
         path = os.path.join(SCRATCH, rel)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if "/" in rel:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
         data = base64.b64decode(b64)
         mode = 0o755 if data[:2] == b"#!" else 0o644
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
@@ -180,8 +181,11 @@ def _child(spec, fds, streams):
             sys.modules["__main__"] = main
 
             def run():  # what the interpreter does for `python3 FILE` (runpy.run_path is slower)
-                with io.open_code(filename) as f:
-                    source = f.read()
+                fd = os.open(filename, os.O_RDONLY | os.O_CLOEXEC)  # no file object: fewer COW faults
+                try:
+                    source = _read_fd(fd)
+                finally:
+                    os.close(fd)
                 exec(compile(source, filename, "exec"), main.__dict__)
         elif mode == "code":
             filename = "<string>"
