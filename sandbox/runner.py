@@ -200,11 +200,6 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def write_record(record: dict, fd: int = CHANNEL_FD) -> None:
-    data = json.dumps(record, separators=(",", ":")).encode()
-    _write_all(fd, struct.pack(">I", len(data)) + data)
-
-
 def take_messages(buf: bytearray, nonce: bytes) -> list[tuple[str, int, float, bytes]] | None:
     """Remove complete child frames `len(4) nonce(16) tag(1) index(4) cpu(8) body` from `buf`.
 
@@ -769,10 +764,18 @@ def main() -> int:
 
 def run_spec(spec: dict, channel_fd: int = CHANNEL_FD, rlimits: tuple = ()) -> None:
     """Run every test of `spec`, writing the records (`hello`, one `result` per test run, `done`) to
-    `channel_fd`. A warm pool's worker calls this directly (see `sandbox.harness`); it reaps and
-    kills whatever is left afterwards and then calls `reset()`."""
+    `channel_fd`, one write per child (a session's records travel together; only a complete record
+    stream ending in `done` counts, so nothing is lost by not streaming them one by one). A warm
+    pool's worker calls this directly (see `sandbox.harness`); it reaps and kills whatever is left
+    afterwards and then calls `reset()`."""
     tests = list(enumerate(spec["tests"]))
-    write_record({"type": "hello", "version": 1, "tests": len(tests)}, channel_fd)
+    out = bytearray()
+
+    def emit(record: dict) -> None:
+        data = json.dumps(record, separators=(",", ":")).encode()
+        out.extend(struct.pack(">I", len(data)) + data)
+
+    emit({"type": "hello", "version": 1, "tests": len(tests)})
     count, pos = 0, 0
     while pos < len(tests):
         if tests[pos][1]["kind"] == "stdio":
@@ -784,16 +787,19 @@ def run_spec(spec: dict, channel_fd: int = CHANNEL_FD, rlimits: tuple = ()) -> N
             chunk = tests[pos:end]
         stop = False
         for record in supervise(spec, chunk, rlimits):
-            write_record(record, channel_fd)
+            emit(record)
             count += 1
             outcome = record["outcome"]
             if outcome in ("hack", "internal") or (spec.get("stop_on_failure") and outcome != "ok"):
                 stop = True
                 break
+        _write_all(channel_fd, bytes(out))
+        out.clear()
         if stop:
             break
         pos = count
-    write_record({"type": "done", "count": count}, channel_fd)
+    emit({"type": "done", "count": count})
+    _write_all(channel_fd, bytes(out))
 
 
 def reset() -> None:
