@@ -6,6 +6,11 @@ fresh pipes for stdout/stderr/channel; the worker forks a child that becomes the
 `sandbox/_worker.py`). Isolation per job is the same as one-shot (fresh process, wiped private
 scratch, nothing left running); on any limit hit, protocol error or death the worker is killed
 and a new one starts on the next job (counted in `BwrapSandbox.stats`).
+
+Harness jobs (`sandbox.harness.harness_job`, recognised by exact content in `job_plan`) run the
+trusted test harness inside the worker (PID 1), which forks only the test session children. Only a
+slot thread starts a worker; `BwrapSandbox.run_sync` may run a job on an idle warm worker from the
+calling thread (holding `Worker.lock`), which saves the hand-off to the slot thread.
 """
 
 from __future__ import annotations

@@ -1,8 +1,11 @@
 """The trusted test harness that runs INSIDE the sandbox (stdlib only, one file, Python >= 3.9).
 
+Two ways in: `python3 run.py` as its own job (`main()`), or `run_spec()` called by a warm pool's
+worker that has this module pre-imported (`sandbox.harness`): same children, same records.
+
 Usage (inside a job): `python3 runner.py` in a directory holding `spec.json`; the job must have the
 result channel (`Job.channel=True`, file descriptor 3). Nothing on stdout/stderr is ever trusted.
-`rubrics.code` ships it as `rlvr_runner.py` plus an unchecked-hash .pyc and a 4-line `run.py` that
+`sandbox.harness` ships it as `rlvr_runner.py` plus an unchecked-hash .pyc and a 4-line `run.py` that
 imports it and calls `main()`, so the sandbox's interpreter does not recompile it for every job.
 
 Spec (JSON): `{"version": 1, "setup": str, "code": str, "entry_point": str|null, "tests": [...],
