@@ -376,6 +376,7 @@ def main(argv):
             ru = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpu = ru.ru_utime + ru.ru_stime - before.ru_utime - before.ru_stime
             recycle = status != 0  # the harness itself failed: start from a fresh worker
+            maxrss = 0  # RUSAGE_CHILDREN keeps the maximum of every job so far: not this job's peak
         else:
             streams = _prepared_stdio(fds[1:4], spec["unbuffered"]) if spec["mode"] != "exec" else None
             pid = os.fork()
@@ -387,11 +388,9 @@ def main(argv):
                 os.close(fd)
             _, status, ru = os.wait4(pid, 0)
             _sweep()
-            cpu, recycle = ru.ru_utime + ru.ru_stime, False
+            cpu, recycle, maxrss = ru.ru_utime + ru.ru_stime, False, ru.ru_maxrss
         clean = _ipc_clean()
-        _send(
-            ctrl, {"status": status, "cpu": cpu, "maxrss_kb": ru.ru_maxrss, "recycle": recycle or not clean}
-        )
+        _send(ctrl, {"status": status, "cpu": cpu, "maxrss_kb": maxrss, "recycle": recycle or not clean})
         # Off the host's critical path; the next job is read only after this. If the scratch cannot
         # be emptied we exit, and the host retries that next job on a fresh worker.
         if not (clean and _wipe(SCRATCH) and _wipe(SHM)):

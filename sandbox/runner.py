@@ -309,6 +309,20 @@ def _child(
             return
         elif event in _ALWAYS_HACK or event.startswith("ctypes."):
             reason = event
+        elif event == "compile":  # code posing as the harness or a trusted stdlib file passes the frame check
+            name = args[1]
+            if _type(name) is str and (
+                name == _RUNNER_FILE or name in _FRAME_OK or name.startswith("<frozen")
+            ):
+                reason = f"compile as {name}"
+        elif event == "marshal.loads":  # a code object with any filename; only the import system may
+            index, current[0] = current[0], None
+            try:
+                caller = _getframe(1).f_code.co_filename
+            finally:
+                current[0] = index
+            if not caller.startswith("<frozen importlib"):
+                reason = f"marshal.loads from {caller}"
         elif event == "import" and args[0] in ("ctypes", "_ctypes"):
             reason = "import ctypes"
         elif event == "sys._getframe" or (event == "object.__getattr__" and args[1] in _FRAME_ATTRS):
