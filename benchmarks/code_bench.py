@@ -12,6 +12,20 @@ medians of `--rounds` rounds, and ratios against the baseline of the same run):
 Per mode: sequential latency p50/p99 per completion (one at a time), throughput with `--workers`
 completions in flight (jobs/s), and how many of the 164 scored 1.0 (trivial jobs: how many ran ok).
 
+On the bwrap warm pool the harness runs in the worker itself (`sandbox.harness`): a completion costs
+one fork (the test session child), no per-job runner files, imports or second interpreter.
+Measured on the 2-vCPU dev VM shared with other work (load avg 1.2-1.7, 3 rounds each):
+
+  mode              p50 ms  jobs/s   x jobs/s  x p50
+  bare_subprocess   13.5-14   120-123   1.00x    1.00x
+  rubric_bwrap      4.9-5.3   244-268   2.02-2.24x  2.68-2.82x   (was 0.78x before the harness moved)
+  floor: bwrap pass 2.8-3.1   573-673   4.7-5.5x
+
+CPU per completion (host + sandbox tree, 2 in flight): rubric ~6.0 ms (host 1.0, sandbox 5.0 of which
+1.35 ms is the tests' own work) vs bare ~14 ms. The 3x target needs <= ~4.7 ms: the fork-per-job
+floor (a trivial job: ~2.8 ms CPU) leaves ~0.5 ms for the harness's supervision, the session child's
+audit hook/snapshot/compiles and the host's extraction and judging; they cost ~2 ms.
+
     python benchmarks/code_bench.py [--workers 2] [--rounds 3] [--backend bwrap] [--limit 164]
 """
 

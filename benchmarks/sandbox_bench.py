@@ -2,21 +2,38 @@
 
 Modes (all measured in the same run, ratios against the baselines printed at the end):
   bare        subprocess `python3 -I -c HARNESS` per job, no isolation (baseline)
-  host_pool   unsandboxed warm fork-server (2 workers), no isolation (pool baseline)
+  host_pool   unsandboxed warm pool (2 workers): the bwrap pool's worker and host code, same fork-per-job
+              protocol, minus namespaces/seccomp/cgroups/uid drop (pool baseline: ratios = isolation cost)
   bwrap       one-shot bubblewrap sandbox per job (BwrapSandbox, warm_pool=False)
   bwrap_pool  bubblewrap warm pool (BwrapSandbox, warm_pool=True)
   docker_run  `docker run --rm -i` per job (network none, read-only, non-root, limits) (docker baseline)
   docker_pool Docker warm pool (DockerSandbox)
 Docker modes need a running engine and the local image (scripts/ci_host_setup.sh); else they are skipped.
+Latency: p50/p99 over all rounds (sequential, then 2 threads). Throughput: median of the per-round
+rates of the 2-thread bursts (`jobs/s per round`); `hpool/tput` = host_pool jobs/s / mode jobs/s.
 
-Usage: python benchmarks/sandbox_bench.py [--jobs N] [--docker-jobs M]
+Measured on the 2-vCPU dev VM shared with other work (load avg 2-3; 4 runs, 100 jobs x 5 rounds):
+
+  mode         p50 ms  jobs/s    p50/hpool  hpool/tput  tput/bare
+  bare          13-17   62-95        -          -         1.00x
+  host_pool     2.9-3.8 256-390    1.00x      1.00x     3.4-4.1x
+  bwrap_pool    3.4-5.5 244-359    1.03-1.15x 0.95-1.12x 3.4-3.9x  (one run at load 3.0: p50 1.49x)
+  bwrap         25-29   33-50      one-shot: 1.6-1.9x bare p50
+  docker_pool   3.6-4.8 157-374    docker_run: 2.5-3.0 jobs/s (55-126x)
+
+Isolation costs ~0-15% over the same unsandboxed pool. ">= 4x bare" is not reliably met: the
+unsandboxed pool itself lands at 3.4-4.1x here, since a fork-per-job Python worker spends ~3 ms of
+CPU per job (fork + copy-on-write faults ~1.2 ms, stdio/compile/exit ~0.8 ms, protocol ~1 ms) against
+bare's ~14 ms, and the other tenants' load squeezes both.
+
+Usage: python benchmarks/sandbox_bench.py [--jobs N] [--docker-jobs M] [--rounds R]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -27,68 +44,115 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sandbox.bwrap import BwrapConfig, BwrapSandbox  # noqa: E402
+from sandbox import _proc  # noqa: E402
+from sandbox.bwrap import PRELOAD, BwrapConfig, BwrapSandbox, SlotResults  # noqa: E402
 from sandbox.core import Job, SandboxUnavailable  # noqa: E402
 from sandbox.docker import DockerConfig, DockerSandbox  # noqa: E402
+from sandbox.pool import WORKER_SRC, Worker, python_plan  # noqa: E402
 
 SOLUTION = "def add(a, b):\n    return a + b\n"
 TESTS = "".join(f"assert add({i}, {i + 1}) == {2 * i + 1}\n" for i in range(5))
 PROGRAM = SOLUTION + TESTS + "print('ok')\n"
 PYTHON = "/usr/bin/python3"  # the interpreter the sandboxes run, so every mode pays the same start-up
 
+# The unsandboxed warm pool: the bwrap pool's own worker code (`sandbox/_worker.py`: job spec memfd +
+# fds over SCM_RIGHTS, files written to a scratch dir, a fork per job, reply, scratch wiped) and the same
+# host side (`sandbox.pool.Worker.run`), minus bwrap, namespaces, seccomp, cgroups and the uid drop.
+# Without a pid namespace there is no `kill(-1)` sweep: the job's own session is killed instead.
 HOST_WORKER = r"""
-import json, os, sys
-for line in sys.stdin:
-    code = json.loads(line)
-    r, w = os.pipe()
+import importlib.util, os, resource, shutil, signal, sys, tempfile
+spec = importlib.util.spec_from_file_location("worker", sys.argv[1])
+w = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(w)
+for name in filter(None, sys.argv[3].split(",")):
+    __import__(name)
+w.SCRATCH = tempfile.mkdtemp(prefix="hostpool-")
+import gc, socket
+gc.collect(); gc.freeze()
+ctrl = socket.socket(fileno=int(sys.argv[2]))
+null = os.open("/dev/null", os.O_RDWR); os.dup2(null, 0); os.dup2(null, 1); os.close(null)
+w._send(ctrl, {"ready": True})
+while True:
+    fds = w._recv_job(ctrl)
+    if fds is None:
+        shutil.rmtree(w.SCRATCH, ignore_errors=True)
+        break
+    job = w.json.loads(w._read_fd(fds[0]))
+    w._write_files(job["files"])
+    w._set_env(job["env"])
+    streams = w._prepared_stdio(fds[1:4], job["unbuffered"])
     pid = os.fork()
     if pid == 0:
-        os.close(r); os.dup2(w, 1)
-        try:
-            exec(compile(code, "<job>", "exec"), {"__name__": "__main__"})
-            sys.stdout.flush(); os._exit(0)
-        except BaseException:
-            os._exit(1)
-    os.close(w)
-    out = b""
-    while chunk := os.read(r, 65536):
-        out += chunk
-    os.close(r)
-    _, st = os.waitpid(pid, 0)
-    sys.stdout.write(json.dumps({"rc": os.waitstatus_to_exitcode(st), "out": out.decode()}) + "\n")
-    sys.stdout.flush()
+        ctrl.close()
+        w._child(job, fds, streams)
+    streams = None
+    for fd in fds:
+        os.close(fd)
+    _, status, ru = os.wait4(pid, 0)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    w._send(ctrl, {"status": status, "cpu": ru.ru_utime + ru.ru_stime, "maxrss_kb": ru.ru_maxrss,
+                   "recycle": False})
+    for entry in os.scandir(w.SCRATCH):
+        shutil.rmtree(entry.path) if entry.is_dir(follow_symlinks=False) else os.unlink(entry.path)
 """
 
 
+class HostBox(SlotResults):
+    """Just enough of a backend for `sandbox.pool.Worker`: no slots, no cgroups, no isolation."""
+
+    name = "host_pool"
+
+    def __init__(self) -> None:
+        self.config = BwrapConfig()
+        self.cgroups = None
+        self.stats = {"worker_starts": 0, "worker_recycles": 0}
+
+    def job_rlimits(self, limits):
+        return _proc.job_rlimits(limits, None)
+
+
+class HostWorker(Worker):
+    def _launch(self, scratch_mb: int) -> socket.socket:
+        host, inside = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        inside_fd = inside.detach()
+        os.set_inheritable(inside_fd, True)
+        self.err_fd = _proc.memfd_with(b"", "worker-stderr")
+        argv = [PYTHON, "-I", "-c", HOST_WORKER, WORKER_SRC, str(inside_fd), ",".join(PRELOAD)]
+        try:
+            self.proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=self.err_fd, stderr=self.err_fd, pass_fds=[inside_fd]
+            )
+        finally:
+            os.close(inside_fd)
+        return host
+
+
 class HostPool:
-    """Unsandboxed fork-server workers (the pool baseline). Runs as the current user, no isolation."""
+    """Unsandboxed warm fork-server workers (the pool baseline). Runs as the current user, no isolation."""
 
     def __init__(self, n: int):
-        self.procs = [
-            subprocess.Popen(
-                [PYTHON, "-I", "-c", HOST_WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-            )
-            for _ in range(n)
-        ]
-        self.free = list(self.procs)
+        box = HostBox()
+        self.workers = [HostWorker(box, None) for _ in range(n)]
+        self.free = list(self.workers)
         self.lock = threading.Lock()
+        self.job = Job(command=("python3", "main.py"), files={"main.py": PROGRAM})
 
-    def run(self, code: str) -> bool:
+    def run(self, _code: str) -> bool:
         with self.lock:
-            p = self.free.pop()
+            worker = self.free.pop()
         try:
-            p.stdin.write(json.dumps(code) + "\n")
-            p.stdin.flush()
-            res = json.loads(p.stdout.readline())
-            return res["rc"] == 0 and res["out"] == "ok\n"
+            res = worker.run(self.job, python_plan(self.job.command, PYTHON))
+            return res.ok and res.stdout == b"ok\n"
         finally:
             with self.lock:
-                self.free.append(p)
+                self.free.append(worker)
 
     def close(self) -> None:
-        for p in self.procs:
-            p.stdin.close()
-            p.wait()
+        for worker in self.workers:
+            worker.stop()
 
 
 def bare(code: str) -> bool:
@@ -148,8 +212,7 @@ def measure(modes: dict, counts: dict, rounds: int) -> dict:
     on 2 threads, round after round, so that all modes see the same background load."""
     lat = {m: [] for m in modes}
     conc_lat = {m: [] for m in modes}
-    busy = dict.fromkeys(modes, 0.0)
-    done = dict.fromkeys(modes, 0)
+    rates = {m: [] for m in modes}  # jobs/s of each round's concurrent burst
     for fn in modes.values():  # warm-up
         for _ in range(2):
             assert fn(PROGRAM), "wrong verdict during warm-up"
@@ -167,18 +230,18 @@ def measure(modes: dict, counts: dict, rounds: int) -> dict:
                 conc_lat[m].append((time.perf_counter() - t) * 1000)
                 return ok
 
-            t0 = time.perf_counter()
             with ThreadPoolExecutor(2) as ex:
+                t0 = time.perf_counter()
                 assert all(ex.map(one, range(n_conc))), "wrong verdict under concurrency"
-            busy[m] += time.perf_counter() - t0
-            done[m] += n_conc
+                rates[m].append(n_conc / (time.perf_counter() - t0))
     return {
         m: {
             "p50": statistics.median(lat[m]),
             "p99": _pct(lat[m], 0.99),
             "c_p50": statistics.median(conc_lat[m]),
             "c_p99": _pct(conc_lat[m], 0.99),
-            "jobs_s": done[m] / busy[m],
+            "jobs_s": statistics.median(rates[m]),
+            "rates": rates[m],
         }
         for m in modes
     }
@@ -224,20 +287,22 @@ def main() -> int:
     )
     print(
         f"{'mode':12s} {'p50 ms':>8s} {'p99 ms':>8s} {'2w p50':>8s} {'2w p99':>8s} {'jobs/s':>8s} "
-        f"{'p50/bare':>9s} {'tput/bare':>10s} {'p50/hpool':>10s}"
+        f"{'p50/bare':>9s} {'tput/bare':>10s} {'p50/hpool':>10s} {'hpool/tput':>10s}  jobs/s per round"
     )
     b, hpool = results["bare"], results["host_pool"]
     for mode, r in results.items():
         lat = f"{r['p50']:8.1f} {r['p99']:8.1f} {r['c_p50']:8.1f} {r['c_p99']:8.1f} {r['jobs_s']:8.1f}"
         ratios = (
             f"{r['p50'] / b['p50']:8.2f}x {r['jobs_s'] / b['jobs_s']:9.2f}x {r['p50'] / hpool['p50']:9.2f}x"
+            f" {hpool['jobs_s'] / r['jobs_s']:9.2f}x"
         )
-        print(f"{mode:12s} {lat} {ratios}")
+        print(f"{mode:12s} {lat} {ratios}  " + " ".join(f"{x:.0f}" for x in r["rates"]))
     for why in skipped:
         print(f"skipped {why}")
     bp, bw = results["bwrap_pool"], results["bwrap"]
     print("targets:")
     print(f"  bwrap_pool p50 within 1.2x of host_pool: {bp['p50'] / hpool['p50']:.2f}x")
+    print(f"  bwrap_pool throughput within 1.2x of host_pool: {hpool['jobs_s'] / bp['jobs_s']:.2f}x")
     print(f"  bwrap_pool throughput >= 4x bare:       {bp['jobs_s'] / b['jobs_s']:.2f}x")
     print(f"  one-shot bwrap p50 within 2.5x of bare: {bw['p50'] / b['p50']:.2f}x")
     if "docker_pool" in results:

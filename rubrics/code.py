@@ -19,17 +19,11 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import functools
 import hashlib
 import json
-import py_compile
 import re
 import struct
-import sys
-import tempfile
 from collections.abc import Sequence
-from importlib import resources
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -49,39 +43,11 @@ from rubrics.code_tests import (
 from rubrics.core import RewardResult, Rubric, Sample, Status
 from rubrics.text import final_segment
 from sandbox.core import ExecResult, Job, LimitHit, Limits, Sandbox
+from sandbox.harness import harness_job
 
+INLINE_CHARS = 16_000  # completions / result channels up to this size are handled on the event loop
 _OPEN = re.compile(r"[ \t]{0,3}(`{3,}|~{3,})[ \t]*([^\s`]*)")
 _CLOSE = re.compile(r"[ \t]{0,3}(`{3,}|~{3,})[ \t]*")
-_RUNNER = resources.files("sandbox").joinpath("runner.py").read_text(encoding="utf-8")
-_STUB = (
-    "import os, sys\n"
-    "sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))\n"
-    "import rlvr_runner\n"
-    "sys.exit(rlvr_runner.main())\n"
-)
-
-
-@functools.cache
-def _runner_files() -> dict[str, str | bytes]:
-    """The harness as job files: source plus an unchecked-hash .pyc so the sandbox's interpreter skips
-    compiling it (~10-30 ms per job). An interpreter with another cache tag just compiles the source."""
-    files: dict[str, str | bytes] = {"run.py": _STUB, "rlvr_runner.py": _RUNNER}
-    with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp, "rlvr_runner.py")
-        src.write_text(_RUNNER, encoding="utf-8")
-        try:
-            pyc = py_compile.compile(
-                str(src),
-                cfile=str(Path(tmp, "out.pyc")),
-                doraise=True,
-                invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
-            )
-        except py_compile.PyCompileError:
-            return files
-        files[f"__pycache__/rlvr_runner.{sys.implementation.cache_tag}.pyc"] = Path(pyc).read_bytes()
-    return files
-
-
 # Attribute/module names that only frame walking, heap scanning or interpreter tampering need.
 _SUSPECT_ATTRS = {
     "_getframe",
@@ -100,6 +66,7 @@ _SUSPECT_ATTRS = {
     "addaudithook",
 }
 _SUSPECT_MODULES = {"ctypes", "_ctypes"}
+_SUSPECT_TEXT = re.compile("|".join(sorted(_SUSPECT_ATTRS | _SUSPECT_MODULES | {"__builtins__"})))
 _VERDICT_TEXT = {
     "wrong_answer": "wrong answer",
     "runtime_error": "runtime error",
@@ -157,8 +124,13 @@ def extract_code(text: str, languages: Sequence[str] = ("python", "py", "python3
     return last
 
 
-def static_hack_scan(tree: ast.AST) -> str | None:
-    """A reason if the code reaches for frames, the heap, tracing or ctypes; None otherwise."""
+def static_hack_scan(tree: ast.AST, source: str | None = None) -> str | None:
+    """A reason if the code reaches for frames, the heap, tracing or ctypes; None otherwise.
+
+    With `source`: ASCII source that names none of the suspect attributes/modules cannot contain
+    them (non-ASCII identifiers are NFKC-normalised, so anything else gets the full AST walk)."""
+    if source is not None and source.isascii() and not _SUSPECT_TEXT.search(source):
+        return None
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr in _SUSPECT_ATTRS:
             return f"uses .{node.attr} (line {node.lineno})"
@@ -211,8 +183,12 @@ class CodeRubric(Rubric):
         return (await self._score_group([sample]))[0]
 
     async def _score_group(self, samples: Sequence[Sample]) -> list[RewardResult]:
-        # extraction, parsing and the static scan are CPU work: keep them off the event loop
-        prepared = await asyncio.to_thread(lambda: [self._prepare(s) for s in samples])
+        # extraction, parsing and the static scan are CPU work: off the event loop, unless the texts are
+        # so small that the thread hand-off would cost more than the work (sub-millisecond)
+        if sum(len(s.completion_text) for s in samples) <= INLINE_CHARS:
+            prepared = [self._prepare(s) for s in samples]
+        else:
+            prepared = await asyncio.to_thread(lambda: [self._prepare(s) for s in samples])
         jobs: dict[str, tuple[str, TestSuite]] = {}
         for item in prepared:
             if isinstance(item, tuple):
@@ -244,7 +220,7 @@ class CodeRubric(Rubric):
         except RecursionError:
             return RewardResult.zero(Status.INVALID, "code nested too deeply to parse")
         if self.config.static_hack_scan and not all(isinstance(t, StdioTest) for t in suite.tests):
-            hit = static_hack_scan(tree)
+            hit = static_hack_scan(tree, code)
             if hit:
                 return RewardResult(
                     score=0.0,
@@ -268,6 +244,8 @@ class CodeRubric(Rubric):
                 raise
             except Exception as exc:  # noqa: BLE001 - infrastructure, never the model's fault
                 return RewardResult.unverified(Status.ERROR, f"sandbox failed: {type(exc).__name__}: {exc}")
+        if len(result.channel) <= INLINE_CHARS:
+            return self.judge(result, suite)
         return await asyncio.to_thread(self.judge, result, suite)
 
     # ------------------------------------------------------------------------- job construction
@@ -308,8 +286,7 @@ class CodeRubric(Rubric):
             processes=64,
             output_bytes=max(1 << 20, channel_budget),
         )
-        files = {**_runner_files(), "spec.json": json.dumps(spec)}
-        return Job(command=(self.config.python, "run.py"), files=files, limits=limits, channel=True)
+        return harness_job(json.dumps(spec), limits, self.config.python)
 
     # ------------------------------------------------------------------------- judging
 

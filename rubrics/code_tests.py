@@ -22,11 +22,13 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
+import functools
 import json
 import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import CodeType
 from typing import Any
 
 
@@ -332,14 +334,21 @@ def validate_check(expr: str) -> None:
             raise ValueError(f"name {node.id!r} not allowed in a check")
 
 
+@functools.lru_cache(maxsize=4096)
+def _compiled_check(check: str) -> CodeType:
+    """`validate_check` + compile, once per distinct check (a suite's checks are judged many times)."""
+    validate_check(check)
+    return compile(check, "<check>", "eval")
+
+
 def run_check(check: str, values: Sequence[Any], expected: Any) -> bool:
     """Evaluate a validated check over decoded builtin values. Any exception means 'failed'."""
-    validate_check(check)
+    code = _compiled_check(check)
     scope = dict(_FUNCS)
     scope.update({f"v{i}": v for i, v in enumerate(values)})
     scope["expected"] = expected
     try:
-        return bool(eval(compile(check, "<check>", "eval"), {"__builtins__": {}}, scope))  # noqa: S307
+        return bool(eval(code, {"__builtins__": {}}, scope))  # noqa: S307
     except Exception:  # noqa: BLE001 - a check that raises on the model's value is a failed check
         return False
 

@@ -10,6 +10,12 @@ the control socket (AF_UNIX SOCK_SEQPACKET, only this process holds it):
 Per job: write the job's files into the empty scratch dir, fork a child that becomes the job (fresh
 stdio objects, argv, env, cwd, rlimits, new session; fds 0-2 and optionally 3 only), wait for it,
 then SIGKILL every other process in the namespace, reap, and wipe the scratch dir and /dev/shm.
+
+Harness jobs (spec mode "harness", see `sandbox/harness.py`): the trusted test harness
+(`runner.py`, mounted read-only next to this file and imported once at start) runs here, in PID 1:
+it forks one child per test session (the only process that runs untrusted code; it closes every
+inherited descriptor, including the control socket and the result channel, before the solution
+runs) and writes its records to the job's channel descriptor. Same sweep and wipe afterwards.
 If anything cannot be restored (files it cannot delete, SysV IPC objects left) it asks to be
 recycled and exits. The host enforces wall time and output caps by killing the whole sandbox.
 
@@ -18,7 +24,9 @@ SIGINT handler is kept), and it is non-dumpable, so jobs (same uid, no capabilit
 ptrace it or open its /proc/1/fd/* to reach the control socket.
 """
 
+import _signal
 import array
+import atexit
 import base64
 import ctypes
 import gc
@@ -26,10 +34,13 @@ import io
 import json
 import os
 import resource
+import runpy
 import shutil
 import signal
 import socket
 import sys
+import traceback
+import types
 
 SCRATCH = "/tmp"
 SHM = "/dev/shm"
@@ -54,8 +65,9 @@ def _recv_job(sock):
 
 def _read_fd(fd):
     chunks = []
+    size = os.fstat(fd).st_size + 1  # a memfd: one read
     while True:
-        b = os.read(fd, 1 << 20)
+        b = os.read(fd, size)
         if not b:
             return b"".join(chunks)
         chunks.append(b)
@@ -64,7 +76,8 @@ def _read_fd(fd):
 def _write_files(files):
     for rel, b64 in files:
         path = os.path.join(SCRATCH, rel)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if "/" in rel:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
         data = base64.b64decode(b64)
         mode = 0o755 if data[:2] == b"#!" else 0o644
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
@@ -75,24 +88,41 @@ def _write_files(files):
 
 
 def _stdio(unbuffered):
-    sys.stdin = sys.__stdin__ = io.TextIOWrapper(
+    """What `python3 [-u]` makes of fds 0-2: (stdin, stdout, stderr) text streams."""
+    stdin = io.TextIOWrapper(
         io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8", errors="strict"
     )
     out = io.FileIO(1, "w", closefd=False)
-    sys.stdout = sys.__stdout__ = io.TextIOWrapper(
+    stdout = io.TextIOWrapper(
         out if unbuffered else io.BufferedWriter(out),
         encoding="utf-8",
         errors="strict",
         write_through=unbuffered,
     )
     err = io.FileIO(2, "w", closefd=False)
-    sys.stderr = sys.__stderr__ = io.TextIOWrapper(
+    stderr = io.TextIOWrapper(
         err if unbuffered else io.BufferedWriter(err),
         encoding="utf-8",
         errors="backslashreplace",
         line_buffering=True,
         write_through=unbuffered,
     )
+    return stdin, stdout, stderr
+
+
+def _prepared_stdio(files, unbuffered):
+    """The job's stdio streams, built here before the fork: allocating them in the child costs ~100
+    copy-on-write page faults (~0.5 ms). Their set-up probes (fstat, lseek) must see the job's own
+    `files` (stdin, stdout, stderr), so fds 0-2 point at those meanwhile; ours are put back."""
+    saved = [os.dup(fd) for fd in (0, 1, 2)]
+    try:
+        for target, fd in enumerate(files):
+            os.dup2(fd, target)
+        return _stdio(unbuffered)
+    finally:
+        for target, fd in enumerate(saved):
+            os.dup2(fd, target)
+            os.close(fd)
 
 
 def _exit_code(exc):
@@ -109,16 +139,14 @@ def _exit_code(exc):
 
 
 def _print_exc(exc, filename):
-    import traceback
-
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename != filename:
         tb = tb.tb_next
     traceback.print_exception(type(exc), exc, tb or exc.__traceback__)
 
 
-def _child(spec, fds):
-    """Become the job. Never returns."""
+def _child(spec, fds, streams):
+    """Become the job (`streams`: its stdio from `_prepared_stdio`, None for exec). Never returns."""
     code = 1
     try:
         os.setsid()
@@ -130,12 +158,10 @@ def _child(spec, fds):
         if chan is not None:
             os.dup2(chan, CHANNEL_FD)
         os.closerange(CHANNEL_FD + 1 if chan is not None else CHANNEL_FD, 1 << 16)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _signal.signal(_signal.SIGINT, _signal.default_int_handler)  # the C call: no enum wrapping
         for res, val in spec["rlimits"]:
             resource.setrlimit(res, (val, val))
-        os.environ.clear()
-        os.environ.update(spec["env"])
-        os.chdir(SCRATCH)
+        os.chdir(SCRATCH)  # the environment was set by the worker before the fork (`_set_env`)
         mode, target, args = spec["mode"], spec["target"], spec["args"]
         if mode == "exec":  # any other command: exec it in this fresh process
             try:
@@ -143,9 +169,7 @@ def _child(spec, fds):
             except OSError as e:
                 os.write(2, f"cannot exec {target}: {e.strerror}\n".encode())
                 os._exit(127)
-        _stdio(spec["unbuffered"])
-        import runpy
-        import types
+        sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams
 
         if mode == "file":
             filename = os.path.abspath(target)
@@ -157,8 +181,11 @@ def _child(spec, fds):
             sys.modules["__main__"] = main
 
             def run():  # what the interpreter does for `python3 FILE` (runpy.run_path is slower)
-                with io.open_code(filename) as f:
-                    source = f.read()
+                fd = os.open(filename, os.O_RDONLY | os.O_CLOEXEC)  # no file object: fewer COW faults
+                try:
+                    source = _read_fd(fd)
+                finally:
+                    os.close(fd)
                 exec(compile(source, filename, "exec"), main.__dict__)
         elif mode == "code":
             filename = "<string>"
@@ -188,11 +215,9 @@ def _child(spec, fds):
             _print_exc(e, filename)
             code = 1
         try:
-            import threading
-
-            threading._shutdown()
-            import atexit
-
+            threading = sys.modules.get("threading")  # not preloaded: importing it costs every fork
+            if threading is not None:
+                threading._shutdown()
             atexit._run_exitfuncs()
         except BaseException:
             pass
@@ -231,15 +256,18 @@ def _wipe(root):
 
     try:
         # bwrap: the tmpfs is ours (a job may have chmod-ed it); docker: root's 1777, left alone
-        if os.stat(root).st_uid == os.getuid():
+        st = os.stat(root)
+        if st.st_uid == os.getuid() and st.st_mode & 0o7777 != 0o755:
             os.chmod(root, 0o755)
+        found = False
         for entry in os.scandir(root):
+            found = True
             if entry.is_dir(follow_symlinks=False):
                 os.chmod(entry.path, 0o700)
                 shutil.rmtree(entry.path, onerror=fix)
             else:
                 os.unlink(entry.path)
-        return not os.listdir(root)
+        return not found or not os.listdir(root)
     except OSError:
         return False
 
@@ -247,12 +275,56 @@ def _wipe(root):
 def _ipc_clean():
     for kind in ("shm", "sem", "msg"):
         try:
-            with open(f"/proc/sysvipc/{kind}") as f:
-                if len(f.read().splitlines()) > 1:
-                    return False
+            fd = os.open(f"/proc/sysvipc/{kind}", os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            if os.read(fd, 1 << 16).count(b"\n") > 1:  # more than the header line
+                return False
+        finally:
+            os.close(fd)
+    return True
+
+
+def _load_runner():
+    """The trusted harness mounted next to this file, imported once (None if it is not there)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runner.py")
+    if not os.path.exists(path):
+        return None
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("rlvr_runner", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["rlvr_runner"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+_ENV = [None]  # the job environment os.environ holds now
+
+
+def _set_env(env):
+    """Give os.environ exactly `env` (the next job's, inherited by its children); no-op if it has it."""
+    if env != _ENV[0]:
+        os.environ.clear()
+        os.environ.update(env)
+        _ENV[0] = env
+
+
+def _harness(runner, spec, fds):
+    """Run a harness job here (PID 1); returns a wait status. fds: spec, stdin, stdout, stderr, channel."""
+    if runner is None or len(fds) < 5:
+        os.write(fds[3], b"worker: no harness or no result channel\n")
+        return 2 << 8
+    try:
+        runner.run_spec(json.loads(spec["harness"]), fds[4], tuple(map(tuple, spec["rlimits"])))
+    except BaseException:  # a harness failure (never the solution's: that runs in the children)
+        try:
+            os.write(fds[3], traceback.format_exc().encode()[-4000:])
         except OSError:
             pass
-    return True
+        return 1 << 8
+    return 0
 
 
 def main(argv):
@@ -271,6 +343,7 @@ def main(argv):
             __import__(name)
         except ImportError:
             pass
+    runner = _load_runner()
     gc.collect()
     gc.freeze()  # keep the collector from touching (and copying) every pre-fork object in each job
     null = os.open("/dev/null", os.O_RDWR)
@@ -286,29 +359,38 @@ def main(argv):
             spec = json.loads(_read_fd(fds[0]))
             os.lseek(fds[0], 0, os.SEEK_SET)
             _write_files(spec["files"])
+            _set_env(spec["env"])
         except (OSError, ValueError) as e:
             for fd in fds:
                 os.close(fd)
             _send(ctrl, {"error": f"{type(e).__name__}: {e}", "recycle": True})
             return 1
-        pid = os.fork()
-        if pid == 0:
-            ctrl.close()
-            _child(spec, fds)
-        for fd in fds:
-            os.close(fd)
-        _, status, ru = os.wait4(pid, 0)
-        _sweep()
+        if spec["mode"] == "harness":
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            status = _harness(runner, spec, fds)
+            for fd in fds:
+                os.close(fd)
+            _sweep()
+            if runner is not None:
+                runner.reset()
+            ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = ru.ru_utime + ru.ru_stime - before.ru_utime - before.ru_stime
+            recycle = status != 0  # the harness itself failed: start from a fresh worker
+            maxrss = 0  # RUSAGE_CHILDREN keeps the maximum of every job so far: not this job's peak
+        else:
+            streams = _prepared_stdio(fds[1:4], spec["unbuffered"]) if spec["mode"] != "exec" else None
+            pid = os.fork()
+            if pid == 0:
+                ctrl.close()
+                _child(spec, fds, streams)
+            streams = None
+            for fd in fds:
+                os.close(fd)
+            _, status, ru = os.wait4(pid, 0)
+            _sweep()
+            cpu, recycle, maxrss = ru.ru_utime + ru.ru_stime, False, ru.ru_maxrss
         clean = _ipc_clean()
-        _send(
-            ctrl,
-            {
-                "status": status,
-                "cpu": ru.ru_utime + ru.ru_stime,
-                "maxrss_kb": ru.ru_maxrss,
-                "recycle": not clean,
-            },
-        )
+        _send(ctrl, {"status": status, "cpu": cpu, "maxrss_kb": maxrss, "recycle": recycle or not clean})
         # Off the host's critical path; the next job is read only after this. If the scratch cannot
         # be emptied we exit, and the host retries that next job on a fresh worker.
         if not (clean and _wipe(SCRATCH) and _wipe(SHM)):

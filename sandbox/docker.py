@@ -35,7 +35,8 @@ from sandbox import _proc
 from sandbox.bwrap import PRELOAD, SlotResults
 from sandbox.cgroups import ROOT, Slot, _pid_alive
 from sandbox.core import ExecResult, Job, Limits, SandboxError, SandboxUnavailable
-from sandbox.pool import WORKER_DST, WORKER_SRC, Worker, python_plan
+from sandbox.harness import RUNNER_SRC
+from sandbox.pool import RUNNER_DST, WORKER_DST, WORKER_SRC, Worker, job_plan
 
 LABEL = "rlvr-sandbox"
 OWNER_LABEL = "rlvr-sandbox.owner"
@@ -124,7 +125,11 @@ class DockerWorker(Worker):
             os.chmod(path, 0o666)  # the dir is 0700 root: only the bind mount reaches it
             listener.listen(1)
             listener.settimeout(cfg.start_timeout_s)
-            volumes = {WORKER_SRC: {"bind": WORKER_DST, "mode": "ro"}, path: {"bind": CTL_DST, "mode": "rw"}}
+            volumes = {
+                WORKER_SRC: {"bind": WORKER_DST, "mode": "ro"},
+                RUNNER_SRC: {"bind": RUNNER_DST, "mode": "ro"},
+                path: {"bind": CTL_DST, "mode": "rw"},
+            }
             if cfg.mount_host_usr:
                 volumes["/usr"] = {"bind": "/usr", "mode": "ro"}
             self.container = box.client.containers.run(
@@ -259,7 +264,7 @@ class DockerSandbox(SlotResults):
         if job.limits.network:
             raise SandboxError("the docker pool has no network; use the bwrap backend for network jobs")
         self.stats["jobs"] += 1
-        plan = python_plan(job.command, self.config.python)
+        plan = job_plan(job, self.config.python)
         if plan is None:
             plan = {
                 "mode": "exec",

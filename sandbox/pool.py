@@ -6,16 +6,23 @@ fresh pipes for stdout/stderr/channel; the worker forks a child that becomes the
 `sandbox/_worker.py`). Isolation per job is the same as one-shot (fresh process, wiped private
 scratch, nothing left running); on any limit hit, protocol error or death the worker is killed
 and a new one starts on the next job (counted in `BwrapSandbox.stats`).
+
+Harness jobs (`sandbox.harness.harness_job`, recognised by exact content in `job_plan`) run the
+trusted test harness inside the worker (PID 1), which forks only the test session children. Only a
+slot thread starts a worker; `BwrapSandbox.run_sync` may run a job on an idle warm worker from the
+calling thread (holding `Worker.lock`), which saves the hand-off to the slot thread.
 """
 
 from __future__ import annotations
 
 import array
 import base64
+import functools
 import json
 import os
 import select
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -23,11 +30,30 @@ from sandbox import _proc
 from sandbox.bwrap import BwrapSandbox, _as_bytes, _validate_rel, job_env
 from sandbox.cgroups import Slot
 from sandbox.core import ExecResult, Job, Limits, SandboxError
+from sandbox.harness import RUNNER_SRC, harness_spec
 
 WORKER_SRC = str(Path(__file__).with_name("_worker.py"))
 WORKER_DST = "/run/rlvr/worker.py"
+RUNNER_DST = "/run/rlvr/runner.py"  # the worker imports the trusted harness from next to itself
 FLAGS = {"-u": "unbuffered", "-I": "isolated", "-B": None, "-E": None, "-s": None, "-S": None, "-q": None}
 START_TIMEOUT_S = 20.0
+
+
+@functools.lru_cache(maxsize=8)
+def _python_names(python: str) -> frozenset[str]:
+    """The command names that mean the sandbox's interpreter (cached: realpath costs lstat calls)."""
+    return frozenset(
+        {"python3", os.path.basename(os.path.realpath(python)), python, os.path.realpath(python)}
+    )
+
+
+def job_plan(job: Job, python: str) -> dict | None:
+    """How a warm worker runs `job`: the harness in the worker itself (`sandbox.harness`), a Python
+    command in a forked child (`python_plan`), or None (the job runs one-shot)."""
+    spec = harness_spec(job, _python_names(python))
+    if spec is not None:
+        return {"mode": "harness", "harness": spec}
+    return python_plan(job.command, python)
 
 
 def python_plan(command: tuple[str, ...], python: str) -> dict | None:
@@ -35,9 +61,7 @@ def python_plan(command: tuple[str, ...], python: str) -> dict | None:
     the worker; None for anything else (it then runs one-shot)."""
     if not command:
         return None
-    real = os.path.realpath(python)
-    names = {"python3", os.path.basename(real), python, real}
-    if command[0] not in names:
+    if command[0] not in _python_names(python):
         return None
     plan = {"unbuffered": False, "isolated": False}
     rest = list(command[1:])
@@ -59,8 +83,13 @@ def python_plan(command: tuple[str, ...], python: str) -> dict | None:
     return plan
 
 
+class NeedsSlotThread(Exception):
+    """A borrowed run (see `BwrapSandbox.run_sync`) would have to start a worker: use the slot thread."""
+
+
 class Worker:
-    """One warm worker bound to one slot thread (never shared between threads)."""
+    """One warm worker per slot. Only its slot thread starts it; any thread may run a job on it while
+    holding `lock` (the slot thread, or a `run_sync` caller that borrowed it while idle)."""
 
     extra_pids = 2  # processes in the slot besides the job: the launcher (bwrap) and the worker
 
@@ -71,6 +100,7 @@ class Worker:
         self.sock: socket.socket | None = None
         self.err_fd: int | None = None
         self.scratch_mb: int | None = None
+        self.lock = threading.Lock()
 
     # ------------------------------------------------------------ lifecycle
     def alive(self) -> bool:
@@ -105,7 +135,8 @@ class Worker:
         self.err_fd = _proc.memfd_with(b"", "worker-stderr")
         limits = Limits(scratch_mb=scratch_mb)
         sc_fd = box.seccomp_fd()
-        argv = box.bwrap_argv(limits, extra=["--ro-bind", WORKER_SRC, WORKER_DST], seccomp_fd=sc_fd)
+        mounts = ["--ro-bind", WORKER_SRC, WORKER_DST, "--ro-bind", RUNNER_SRC, RUNNER_DST]
+        argv = box.bwrap_argv(limits, extra=mounts, seccomp_fd=sc_fd)
         argv += ["--", cfg.python, "-I", WORKER_DST, "3", ",".join(cfg.preload)]
         # the worker keeps no limits a job would need to raise; each job lowers its own after fork
         rl = [(r, v) for r, v in _proc.job_rlimits(limits, None) if r in _worker_rlimits()]
@@ -147,13 +178,18 @@ class Worker:
             _proc.reap(self.proc)
 
     # ------------------------------------------------------------ jobs
-    def run(self, job: Job, plan: dict, retry: bool = True) -> ExecResult:
+    def run(self, job: Job, plan: dict, retry: bool = True, borrowed: bool = False) -> ExecResult:
+        """Run `job` (caller holds `lock`). `borrowed`: not on the slot thread, so raise NeedsSlotThread
+        instead of starting a worker (before anything of the job has run)."""
         box, limits = self.box, job.limits
+        if borrowed and not (self.alive() and self.scratch_mb == limits.scratch_mb):
+            raise NeedsSlotThread
         self.ensure(limits.scratch_mb)
         spec = dict(plan)
         spec["env"] = job_env(job)
         spec["files"] = [
-            [_validate_rel(p), base64.b64encode(_as_bytes(c)).decode()] for p, c in job.files.items()
+            [_validate_rel(p), base64.b64encode(_as_bytes(c)).decode()]
+            for p, c in (job.files.items() if plan["mode"] != "harness" else ())
         ]
         spec["rlimits"] = box.job_rlimits(limits)
         owned = [_proc.memfd_with(json.dumps(spec).encode(), "spec"), _proc.memfd_with(job.stdin, "stdin")]
@@ -196,9 +232,12 @@ class Worker:
                 cap.drain()
         finally:
             cap.close()
-        oom = self.slot is not None and self.slot.version != "none" and self.slot.counters(True)[0] > oom0
+        counted = self.slot is not None and self.slot.version != "none"
+        oom = counted and self.slot.counters(True)[0] > oom0  # refreshed once; `_result` reuses it
         if reason == "done" and "status" not in reply and not oom:
             if retry and not reply.get("error"):
+                if borrowed:
+                    raise NeedsSlotThread  # the retry (a fresh worker) belongs to the slot thread
                 return self.run(job, plan, retry=False)
             raise SandboxError(f"warm worker failed: {reply.get('error') or self.stderr_tail()!r}")
         if "status" in reply:
@@ -219,6 +258,7 @@ class Worker:
             cpu_limit=limits.cpu_time_s,
             peak=reply.get("maxrss_kb", 0) / 1024 or None,
             sweep=False,
+            refresh=False,
         )
 
 

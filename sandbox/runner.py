@@ -1,8 +1,11 @@
 """The trusted test harness that runs INSIDE the sandbox (stdlib only, one file, Python >= 3.9).
 
+Two ways in: `python3 run.py` as its own job (`main()`), or `run_spec()` called by a warm pool's
+worker that has this module pre-imported (`sandbox.harness`): same children, same records.
+
 Usage (inside a job): `python3 runner.py` in a directory holding `spec.json`; the job must have the
 result channel (`Job.channel=True`, file descriptor 3). Nothing on stdout/stderr is ever trusted.
-`rubrics.code` ships it as `rlvr_runner.py` plus an unchecked-hash .pyc and a 4-line `run.py` that
+`sandbox.harness` ships it as `rlvr_runner.py` plus an unchecked-hash .pyc and a 4-line `run.py` that
 imports it and calls `main()`, so the sandbox's interpreter does not recompile it for every job.
 
 Spec (JSON): `{"version": 1, "setup": str, "code": str, "entry_point": str|null, "tests": [...],
@@ -36,6 +39,7 @@ Result outcomes: `ok` (ran to completion; stdio/call verdicts are decided on the
 
 from __future__ import annotations
 
+import _signal
 import builtins
 import io
 import json
@@ -199,11 +203,6 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def write_record(record: dict) -> None:
-    data = json.dumps(record, separators=(",", ":")).encode()
-    _write_all(CHANNEL_FD, struct.pack(">I", len(data)) + data)
-
-
 def take_messages(buf: bytearray, nonce: bytes) -> list[tuple[str, int, float, bytes]] | None:
     """Remove complete child frames `len(4) nonce(16) tag(1) index(4) cpu(8) body` from `buf`.
 
@@ -241,18 +240,28 @@ def _snapshot_modules() -> list[tuple[dict, dict]]:
     return pairs
 
 
-def _child(spec: dict, chunk: list, nonce: bytes, res_w: int, out_w: int, in_fd: int) -> None:
+def _child(
+    spec: dict,
+    chunk: list,
+    nonce: bytes,
+    res_w: int,
+    files: tuple[int, int, int],
+    streams: tuple,
+    rlimits: tuple = (),
+) -> None:
     """Run `chunk` ([(index, test)]) in this forked process and leave with os._exit; never returns.
 
     stdio: one test; the solution itself is the test. Otherwise a session: setup + solution once,
-    then a `R` (ready) message, then one message per test in order.
+    then a `R` (ready) message, then one message per test in order. `files`: what fds 0-2 become;
+    `streams`: their text streams, built by the parent (`_prepared_stdio`). `rlimits` ([(resource,
+    value)]) are the sandbox job's own limits, set first when the harness runs in a pool's worker.
     """
     _write, _exit, _pack, _type, _getframe = os.write, os._exit, struct.pack, type, sys._getframe
     _cpu = time.process_time
     started = [_cpu()]  # CPU clock at the start of the current test (reported with every message)
     stdio = chunk[0][1]["kind"] == "stdio"
-    os.dup2(in_fd, 0)
-    os.dup2(out_w, 1)
+    for target, fd in enumerate(files):
+        os.dup2(fd, target)
     if res_w != RESULT_FD:
         os.dup2(res_w, RESULT_FD)
     os.closerange(3, RESULT_FD)
@@ -267,20 +276,11 @@ def _child(spec: dict, chunk: list, nonce: bytes, res_w: int, out_w: int, in_fd:
     first = chunk[0][0]
     try:
         os.setpgid(0, 0)
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 2)
-        os.close(devnull)
-        sys.stdin = io.TextIOWrapper(
-            io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8", errors="replace"
-        )
-        sys.stdout = io.TextIOWrapper(
-            io.BufferedWriter(io.FileIO(1, "w", closefd=False), 1 << 16),
-            encoding="utf-8",
-            errors="replace",
-            write_through=False,
-        )
-        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="replace")
-        sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
+        _signal.signal(_signal.SIGINT, _signal.default_int_handler)  # the C call: no enum wrapping
+        for which, value in rlimits:
+            _limit(which, value)
+        sys.stdin, sys.stdout, sys.stderr = streams
+        sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams
         _limit(resource.RLIMIT_CPU, len(chunk) * (int(spec["time_limit_s"]) + 1) + 1, slack=2)  # backstop
         _limit(resource.RLIMIT_CORE, 0)
         if spec.get("memory_mb"):
@@ -309,6 +309,20 @@ def _child(spec: dict, chunk: list, nonce: bytes, res_w: int, out_w: int, in_fd:
             return
         elif event in _ALWAYS_HACK or event.startswith("ctypes."):
             reason = event
+        elif event == "compile":  # code posing as the harness or a trusted stdlib file passes the frame check
+            name = args[1]
+            if _type(name) is str and (
+                name == _RUNNER_FILE or name in _FRAME_OK or name.startswith("<frozen")
+            ):
+                reason = f"compile as {name}"
+        elif event == "marshal.loads":  # a code object with any filename; only the import system may
+            index, current[0] = current[0], None
+            try:
+                caller = _getframe(1).f_code.co_filename
+            finally:
+                current[0] = index
+            if not caller.startswith("<frozen importlib"):
+                reason = f"marshal.loads from {caller}"
         elif event == "import" and args[0] in ("ctypes", "_ctypes"):
             reason = "import ctypes"
         elif event == "sys._getframe" or (event == "object.__getattr__" and args[1] in _FRAME_ATTRS):
@@ -471,8 +485,11 @@ def _limit(which: int, value: int, slack: int = 0) -> None:
 def proc_cpu(pid: int) -> float | None:
     """CPU seconds (user + system, all threads) a live child has used so far, from /proc."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            data = handle.read()
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)  # read after every test: no file object
+        try:
+            data = os.read(fd, 4096)
+        finally:
+            os.close(fd)
         fields = data[data.rindex(b")") + 2 :].split()
         return (int(fields[11]) + int(fields[12])) / _TICKS
     except (OSError, ValueError, IndexError):
@@ -495,7 +512,33 @@ def _input_fd(text: str) -> int:
     return fd
 
 
-def supervise(spec: dict, chunk: list) -> list[dict]:
+def _prepared_stdio(files: tuple[int, int, int]) -> tuple:
+    """The child's sys.stdin/stdout/stderr, built here before the fork (allocating them in the child
+    costs ~100 copy-on-write page faults). Their set-up probes (fstat, lseek) must see the child's own
+    `files`, so fds 0-2 point at those meanwhile; ours are put back before returning."""
+    saved = [os.dup(fd) for fd in (0, 1, 2)]
+    try:
+        for target, fd in enumerate(files):
+            os.dup2(fd, target)
+        return (
+            io.TextIOWrapper(
+                io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8", errors="replace"
+            ),
+            io.TextIOWrapper(
+                io.BufferedWriter(io.FileIO(1, "w", closefd=False), 1 << 16),
+                encoding="utf-8",
+                errors="replace",
+                write_through=False,
+            ),
+            io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="replace"),
+        )
+    finally:
+        for target, fd in enumerate(saved):
+            os.dup2(fd, target)
+            os.close(fd)
+
+
+def supervise(spec: dict, chunk: list, rlimits: tuple = ()) -> list[dict]:
     """Fork a child for `chunk` ([(index, test)]), judge what it reports; >= 1 record, in order."""
     _reap()
     nonce = os.urandom(NONCE_BYTES)
@@ -508,14 +551,18 @@ def supervise(spec: dict, chunk: list) -> list[dict]:
     else:
         out_r, out_w, out_cap = None, os.open(os.devnull, os.O_WRONLY), 0
         in_fd = os.open(os.devnull, os.O_RDONLY)
+    err_w = os.open(os.devnull, os.O_WRONLY)
+    files = (in_fd, out_w, err_w)
+    streams = _prepared_stdio(files)
     started = time.monotonic()
     pid = os.fork()
     if pid == 0:
         try:
-            _child(spec, chunk, nonce, res_w, out_w, in_fd)
+            _child(spec, chunk, nonce, res_w, files, streams, rlimits)
         finally:
             os._exit(70)
-    for fd in (res_w, out_w, in_fd):
+    streams = None
+    for fd in (res_w, *files):
         os.close(fd)
     try:
         os.setpgid(pid, pid)
@@ -585,13 +632,15 @@ def supervise(spec: dict, chunk: list) -> list[dict]:
                 ready, mark, deadline = True, now, now + wall
                 cpu_mark = proc_cpu(pid) or cpu_mark
                 continue
+            if pos >= len(chunk):
+                break  # every test is judged: whatever follows the last one is ignored
             if index != chunk[pos][0]:
                 verdict = "forged"
                 break
             record = _message_record(chunk[pos], tag, body, now - mark, cpu, limit)
             records.append(record)
             pos, mark, deadline = pos + 1, now, now + wall
-            cpu_mark = proc_cpu(pid) or cpu_mark
+            cpu_mark += cpu  # the test's own CPU, from its frame: no /proc read per test
             if record["outcome"] in ("hack", "internal"):
                 verdict = "stop"
                 break
@@ -719,14 +768,31 @@ def main() -> int:
     with open("spec.json", encoding="utf-8") as handle:
         spec = json.load(handle)
     os.unlink("spec.json")
-    tests = list(enumerate(spec["tests"]))
-    write_record({"type": "hello", "version": 1, "tests": len(tests)})
-    if sum(t["kind"] == "stdio" for _, t in tests) > 1:  # many children: import common modules once, here
+    if sum(t["kind"] == "stdio" for t in spec["tests"]) > 1:  # many children: import common modules once
         for name in _PRELOAD:
             try:
                 __import__(name)
             except ImportError:
                 pass
+    run_spec(spec)
+    _reap()  # whatever is still dying is reaped by the sandbox's init
+    return 0
+
+
+def run_spec(spec: dict, channel_fd: int = CHANNEL_FD, rlimits: tuple = ()) -> None:
+    """Run every test of `spec`, writing the records (`hello`, one `result` per test run, `done`) to
+    `channel_fd`, one write per child (a session's records travel together; only a complete record
+    stream ending in `done` counts, so nothing is lost by not streaming them one by one). A warm
+    pool's worker calls this directly (see `sandbox.harness`); it reaps and kills whatever is left
+    afterwards and then calls `reset()`."""
+    tests = list(enumerate(spec["tests"]))
+    out = bytearray()
+
+    def emit(record: dict) -> None:
+        data = json.dumps(record, separators=(",", ":")).encode()
+        out.extend(struct.pack(">I", len(data)) + data)
+
+    emit({"type": "hello", "version": 1, "tests": len(tests)})
     count, pos = 0, 0
     while pos < len(tests):
         if tests[pos][1]["kind"] == "stdio":
@@ -737,19 +803,25 @@ def main() -> int:
                 end += 1
             chunk = tests[pos:end]
         stop = False
-        for record in supervise(spec, chunk):
-            write_record(record)
+        for record in supervise(spec, chunk, rlimits):
+            emit(record)
             count += 1
             outcome = record["outcome"]
             if outcome in ("hack", "internal") or (spec.get("stop_on_failure") and outcome != "ok"):
                 stop = True
                 break
+        _write_all(channel_fd, bytes(out))
+        out.clear()
         if stop:
             break
         pos = count
-    write_record({"type": "done", "count": count})
-    _reap()  # whatever is still dying is reaped by the sandbox's init
-    return 0
+    emit({"type": "done", "count": count})
+    _write_all(channel_fd, bytes(out))
+
+
+def reset() -> None:
+    """Forget the killed-but-unreaped children (their pids are gone once the caller has reaped all)."""
+    _UNREAPED.clear()
 
 
 if __name__ == "__main__":
