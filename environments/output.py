@@ -82,7 +82,15 @@ summary{cursor:pointer;font-weight:600}
 .pos{border-color:#2a2}.zero{border-color:#c33}.none{border-color:#e90}
 pre{white-space:pre-wrap;word-break:break-word;margin:.3em 0}
 .meta{color:#555;font-size:.9em}
+.prompt{background:#f4f6fb}
 """
+
+
+def _turns_html(messages: list[dict[str, Any]]) -> str:
+    return "".join(
+        f"<div><b>{html.escape(str(m.get('role', '?')))}</b><pre>{html.escape(str(m.get('content', '')))}</pre></div>"
+        for m in messages
+    )
 
 
 def _sample_html(messages: list[dict[str, Any]], reward: dict[str, Any] | None, score: Any) -> str:
@@ -91,11 +99,19 @@ def _sample_html(messages: list[dict[str, Any]], reward: dict[str, Any] | None, 
     meta = f"score={value!r}"
     if reward:
         meta += f" · status={reward.get('status')} · {reward.get('reason', '')}"
-    turns = "".join(
-        f"<div><b>{html.escape(str(m.get('role', '?')))}</b><pre>{html.escape(str(m.get('content', '')))}</pre></div>"
-        for m in messages
-    )
-    return f'<div class="s {cls}"><div class="meta">{html.escape(meta)}</div>{turns}</div>'
+    return f'<div class="s {cls}"><div class="meta">{html.escape(meta)}</div>{_turns_html(messages)}</div>'
+
+
+def _common_prefix(conversations: list[list[dict[str, Any]]]) -> int:
+    """How many leading messages all conversations share (at most all but the last of each)."""
+    if not conversations:
+        return 0
+    n = min(len(c) for c in conversations) - 1
+    first = conversations[0]
+    for i in range(max(n, 0)):
+        if any(c[i] != first[i] for c in conversations):
+            return i
+    return max(n, 0)
 
 
 def write_html(jsonl_path: str | Path, html_path: str | Path | None = None) -> Path:
@@ -110,9 +126,14 @@ def write_html(jsonl_path: str | Path, html_path: str | Path | None = None) -> P
         scores = group.get("scores", [])
         rewards = group.get("rewards") or [None] * len(scores)
         mean = sum(scores) / len(scores) if scores else float("nan")
-        samples = "".join(
-            _sample_html(msgs, rew, sc)
-            for msgs, rew, sc in zip(group.get("messages", []), rewards, scores, strict=False)
+        conversations = group.get("messages") or []
+        # every sample of a group shares the prompt: show it once, then only each sample's own turns
+        shared = _common_prefix(conversations)
+        prompt = f"<details class=prompt><summary>prompt</summary>{_turns_html(conversations[0][:shared])}</details>"
+        samples = prompt if conversations else ""
+        samples += "".join(
+            _sample_html(msgs[shared:], rew, sc)
+            for msgs, rew, sc in zip(conversations, rewards, scores, strict=False)
         )
         title = (
             f"Group {index} · {html.escape(str(group.get('uid')))} · {len(scores)} samples · mean {mean:.3f}"

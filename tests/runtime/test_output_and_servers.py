@@ -75,3 +75,13 @@ def test_server_class_choice():
     assert server_class_for("openai", "openai") is OpenAIServer
     with pytest.raises(ValueError):
         server_class_for("tgi", "openai")
+
+
+def test_html_viewer_shows_a_shared_prompt_once(tmp_path):
+    path = tmp_path / "g.jsonl"
+    prompt = [{"role": "user", "content": "PROMPT-TEXT"}]
+    convs = [[*prompt, {"role": "assistant", "content": f"answer-{i}"}] for i in range(3)]
+    with GroupWriter(path) as w:
+        w.write({"uid": "x", "scores": [1.0, 0.0, 0.0], "messages": convs})
+    html = write_html(path).read_text()
+    assert html.count("PROMPT-TEXT") == 1 and all(f"answer-{i}" in html for i in range(3))
