@@ -4,22 +4,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from benchmarks.math_bench import SUBSETS  # one definition of the source subsets
 from rubrics.math import check_answer
-
-SUBSETS = {
-    "math-verify+lighteval": lambda s: s.startswith(("huggingface/Math-Verify:", "huggingface/lighteval:")),
-    "independent peers": lambda s: (
-        s.split(":")[0]
-        in {
-            "NVIDIA/NeMo-Skills",
-            "hendrycks/math",
-            "huggingface/trl",
-            "PrimeIntellect-ai/verifiers",
-            "openai/simple-evals",
-        }
-    ),
-    "math-verify issues": lambda s: s.startswith("huggingface/Math-Verify issue"),
-}
 
 
 def test_public_accuracy_targets(public_cases):
