@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -36,27 +37,34 @@ _WORDS = (
 ).split()
 
 
-def build_tiny_model(out_dir: str | Path, vocab_size: int = 2048, seed: int = 0) -> Path:
-    """Write a tiny random Qwen2 chat model + tokenizer to `out_dir` (idempotent) and return it."""
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+def build_tiny_tokenizer(
+    vocab_size: int = 2048,
+    extra_special_tokens: tuple[str, ...] = (),
+    extra_corpus: tuple[str, ...] = (),
+    seed: int = 0,
+) -> Any:
+    """A byte-level BPE chat tokenizer trained in memory (ChatML template, no BOS, eos `<|im_end|>`).
 
-    out = Path(out_dir)
-    if (out / "config.json").exists() and (out / "tokenizer.json").exists():
-        return out
+    Special tokens get ids 0.. in order: `<|endoftext|>` (pad), `<|im_start|>`, `<|im_end|>`, then
+    `extra_special_tokens` (e.g. a PRM's step separator). `extra_corpus` adds training text so that
+    strings a caller relies on (e.g. " +" / " -" as single tokens) get their own merges."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
     rng = random.Random(seed)
     corpus = [
         " ".join(rng.choice(_WORDS) for _ in range(rng.randint(3, 20))) + f" {i} {i * 7 % 113}."
         for i in range(4000)
     ] + ["\\boxed{42} ```python\nprint(1)\n``` <think> </think> <answer> </answer>"] * 20
+    corpus += list(extra_corpus)
+    specials = [*SPECIAL_TOKENS, *extra_special_tokens]
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=SPECIAL_TOKENS,
+        special_tokens=specials,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
@@ -66,11 +74,23 @@ def build_tiny_model(out_dir: str | Path, vocab_size: int = 2048, seed: int = 0)
         bos_token=None,
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
-        additional_special_tokens=["<|im_start|>", "<|im_end|>"],
+        additional_special_tokens=specials[1:],
         model_max_length=2048,
         clean_up_tokenization_spaces=False,
     )
     hf_tok.chat_template = CHATML_TEMPLATE
+    return hf_tok
+
+
+def build_tiny_model(out_dir: str | Path, vocab_size: int = 2048, seed: int = 0) -> Path:
+    """Write a tiny random Qwen2 chat model + tokenizer to `out_dir` (idempotent) and return it."""
+    import torch
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    out = Path(out_dir)
+    if (out / "config.json").exists() and (out / "tokenizer.json").exists():
+        return out
+    hf_tok = build_tiny_tokenizer(vocab_size, seed=seed)
     eos = hf_tok.convert_tokens_to_ids("<|im_end|>")
     torch.manual_seed(seed)
     cfg = Qwen2Config(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 import threading
 
 import pytest
@@ -13,44 +12,15 @@ transformers = pytest.importorskip("transformers")
 from rubrics.core import Sample, Status  # noqa: E402
 from rubrics.prm import PRMRubric, PRMScorer, aggregate, spec, split_steps  # noqa: E402
 
-SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<extra_0>"]
-CHAT_TEMPLATE = (
-    "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
-
 
 def build_tokenizer():
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
+    from environments.local_model import build_tiny_tokenizer
 
-    words = "step one two three add the number equals so answer is total we get then plus minus".split()
-    rng = random.Random(0)
-    corpus = [
-        " ".join(rng.choice(words) for _ in range(12)) + f" {i} + {i % 7} - 3 = {i}" for i in range(600)
-    ]
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.post_processor = processors.ByteLevel(trim_offsets=False)
-    trainer = trainers.BpeTrainer(
-        vocab_size=400,
-        special_tokens=SPECIALS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(corpus, trainer=trainer)
-    hf = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        additional_special_tokens=["<|im_start|>", "<|im_end|>", "<extra_0>"],
-        clean_up_tokenization_spaces=False,
-    )
+    # step-shaped text so that " +" / " -" (Math-Shepherd's good/bad tokens) are single tokens
+    steps = tuple(f"step {i} + {i % 7} - 3 = {i} so the answer is total" for i in range(600))
+    # <extra_0> is Qwen2.5-Math-PRM's step separator
+    hf = build_tiny_tokenizer(vocab_size=1024, extra_special_tokens=("<extra_0>",), extra_corpus=steps)
     hf.add_tokens(["ки"])  # Math-Shepherd's step tag: a plain (non-special) vocabulary token
-    hf.chat_template = CHAT_TEMPLATE
     return hf
 
 
