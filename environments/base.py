@@ -71,6 +71,10 @@ class RubricEnvConfig(BaseEnvConfig):
         description="server_type vllm: 'openai' = stock vLLM server, 'generate' = atroposlib's /generate",
     )
     seed: int = Field(default=0, description="Shuffling seed of the train items")
+    scorer: Literal["local", "ray"] = Field(
+        default="local", description="Score here, or on a Ray cluster (one rubric per node; extra [ray])"
+    )
+    ray_address: str | None = Field(default=None, description="Ray cluster host:port (default RAY_ADDRESS)")
 
 
 def _explicit_wandb() -> bool:
@@ -175,7 +179,14 @@ class RubricEnv(BaseEnv):
         self.train_items = self._load("train", self.config.train_limit)
         self.eval_items = self._load("eval", self.config.eval_limit)
         random.Random(self.config.seed).shuffle(self.train_items)
-        self.rubric = self.task.rubric()
+        if self.config.scorer == "ray":
+            from rubrics.remote import RayScorerConfig, connect
+
+            self.rubric = await connect(
+                self.task.node_rubric, RayScorerConfig(address=self.config.ray_address)
+            )
+        else:
+            self.rubric = self.task.rubric()
 
     def _load(self, split: Literal["train", "eval"], limit: int | None) -> list[Item]:
         items, errors = self.task.items(split)

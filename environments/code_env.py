@@ -39,6 +39,7 @@ from rubrics.code_tests import (
     infer_entry_point,
 )
 from rubrics.core import Rubric
+from rubrics.remote_node import CodeNodeRubric
 
 SYSTEM_PROMPT = (
     "You are an expert Python programmer. Think as needed, then give your final solution as exactly one "
@@ -90,6 +91,10 @@ class CodeTask(Task):
     def rubric(self) -> Rubric:
         config = CodeRubricConfig(reward=self.config.reward, max_concurrency=self.config.max_concurrency)
         return CodeRubric(self.config.sandbox, config)
+
+    def node_rubric(self, slots: int) -> Rubric:
+        options = {"reward": self.config.reward, "max_concurrency": self.config.max_concurrency}
+        return CodeNodeRubric(self.config.sandbox, options)(slots)
 
 
 def problem_from_row(row: Mapping[str, Any], config: CodeEnvConfig) -> tuple[str, TestSuite, str]:

@@ -194,6 +194,11 @@ class MathTask(Task):
 
         return MathRubric(workers=self.config.cas_workers, format_weight=self.config.format_weight)
 
+    def node_rubric(self, slots: int) -> Rubric:
+        from rubrics.remote_node import MathNodeRubric
+
+        return MathNodeRubric(self.config.format_weight)(slots)
+
 
 def _looks_remote(name: str) -> bool:
     from pathlib import Path

@@ -44,6 +44,8 @@ class Task(ABC):
     * `item(row, index)` turns one row into an `Item`, raising `DatasetError` for a malformed row.
       Callers skip (and count) such rows; they never crash a run.
     * `rubric()` returns the reward rubric; the caller owns it and calls `aclose()`.
+    * `node_rubric(slots)` is the same rubric sized for one node of a Ray cluster; the task must
+      pickle (it is shipped to every node, which builds its own rubric and pools).
     """
 
     def __init__(self, config: Any) -> None:
@@ -57,6 +59,11 @@ class Task(ABC):
 
     @abstractmethod
     def rubric(self) -> Rubric: ...
+
+    def node_rubric(self, slots: int) -> Rubric:
+        """The rubric one scoring node builds for itself (`--env.scorer ray`), sized to its `slots`
+        (its CPUs). Tasks with a pool (sandbox, CAS) override this; the default is `rubric()`."""
+        return self.rubric()
 
     def items(self, split: Split) -> tuple[list[Item], list[str]]:
         """All usable items of a split, plus one error line per skipped row."""

@@ -85,6 +85,9 @@ class CodeRubricConfig(BaseModel):
     languages: tuple[str, ...] = Field(("python", "py", "python3", ""), description="accepted fence tags")
     python: str = Field("python3", description="interpreter inside the sandbox")
     max_concurrency: int = Field(8, description="sandbox jobs in flight per rubric")
+    sandbox_slots: int | None = Field(
+        None, description="slots of a sandbox built by name (None: its default)"
+    )
     wall_factor: float = Field(
         3.0, description="per-test wall limit = time limit x this + 0.5 s (safety net)"
     )
@@ -171,7 +174,9 @@ class CodeRubric(Rubric):
                 if self._sandbox is None:
                     from sandbox import get_sandbox  # lazily: only when no sandbox object was given
 
-                    self._sandbox = await asyncio.to_thread(get_sandbox, str(self._sandbox_spec))
+                    slots = self.config.sandbox_slots
+                    options = {"slots": slots} if slots else {}
+                    self._sandbox = await asyncio.to_thread(get_sandbox, str(self._sandbox_spec), **options)
         return self._sandbox
 
     async def aclose(self) -> None:

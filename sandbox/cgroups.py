@@ -22,6 +22,7 @@ import re
 import secrets
 import signal
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,12 +79,21 @@ def _kill_and_rmdir(path: Path, procs_file: str) -> None:
     _kill_and_rmdir_leaf(path, procs_file)
 
 
-def _kill_and_rmdir_leaf(path: Path, procs_file: str) -> None:
-    kill_cgroup_procs(path / procs_file)
-    try:
-        path.rmdir()
-    except OSError:
-        pass  # still busy (processes dying); the next sweep removes it
+def _kill_and_rmdir_leaf(path: Path, procs_file: str, patience_s: float = 2.0) -> None:
+    """Kill, then remove the directory, waiting up to `patience_s` for killed processes to leave it
+    (a SIGKILLed process stays counted until it is reaped: an immediate rmdir fails as busy)."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        kill_cgroup_procs(path / procs_file)
+        try:
+            path.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                return  # still busy; the next sweep removes it
+            time.sleep(0.005)
 
 
 def kill_cgroup_procs(procs_path: Path) -> int:

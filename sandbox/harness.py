@@ -35,7 +35,11 @@ SPEC_FILE = "spec.json"
 @functools.cache
 def runner_files() -> dict[str, str | bytes]:
     """The harness as job files: source, `run.py`, plus an unchecked-hash .pyc when this host's
-    interpreter can compile one (an interpreter with another cache tag just compiles the source)."""
+    interpreter can compile one (an interpreter with another cache tag just compiles the source).
+
+    The bytes are the same in every process of this interpreter (the .pyc names `rlvr_runner.py`,
+    not the temporary path it was compiled in), so a job built in one process (a Ray driver, a
+    client) is still recognised as a harness job by a pool in another (`harness_spec`)."""
     files: dict[str, str | bytes] = {"run.py": STUB, "rlvr_runner.py": RUNNER}
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp, "rlvr_runner.py")
@@ -44,6 +48,7 @@ def runner_files() -> dict[str, str | bytes]:
             pyc = py_compile.compile(
                 str(src),
                 cfile=str(Path(tmp, "out.pyc")),
+                dfile="rlvr_runner.py",  # not the temp path: the bytes must match in every process
                 doraise=True,
                 invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
             )
