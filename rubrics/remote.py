@@ -21,8 +21,9 @@ Contract (on top of `Rubric`'s):
   | any other Ray error, bad reply, pickling failure      | `error` naming the exception type           |
 
   Ray's own task retries are off (`max_task_retries=0`), so a group is never scored twice at once.
-* `aclose()` calls `close()` on every actor (their pools and cgroups are released on every node),
-  kills them, and shuts Ray down if `connect` started it.
+* `aclose()` calls `close()` on every actor (their pools and cgroups are released on every node)
+  and kills them. The driver's Ray connection stays up for other users in the process (several
+  `RayRubric`s may share it) until `ray.shutdown()` or process exit.
 * Loopback: Ray advertises the machine's outward address for 127.0.0.1/localhost, so for a cluster
   on one machine use node addresses 127.0.0.2, 127.0.0.3, ...; the driver joins as the host of
   `address` when that is a loopback address (`node_ip_address` overrides).
@@ -43,7 +44,7 @@ from typing import Any
 
 import ray
 from pydantic import BaseModel, Field
-from ray.exceptions import GetTimeoutError, RayActorError, RayError
+from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from rubrics.core import RewardResult, Rubric, Sample, Status
@@ -90,12 +91,16 @@ def _loopback_host(address: str | None) -> str | None:
 
 
 def _last_line(exc: BaseException) -> str:
-    """The cause of a Ray error in one line (Ray puts the remote traceback first)."""
+    """A Ray error in one line: the cause (last line) of a remote traceback, else the first line."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return lines[-1][:300] if lines else ""
+    if not lines:
+        return ""
+    return (lines[-1] if isinstance(exc, RayTaskError | RayActorError) else lines[0])[:300]
 
 
 def _kill(handle: Any) -> None:
+    if not ray.is_initialized():  # never let a cleanup call start a local Ray instance
+        return
     try:
         ray.kill(handle, no_restart=True)
     except (RayError, ValueError):  # already gone with its node
@@ -127,7 +132,7 @@ class RayRubric(Rubric):
         self._kick = threading.Event()
         self._stop = threading.Event()
         self._refresher: threading.Thread | None = None
-        self._own_ray = False
+        self._started = False
         self._Host = ray.remote(RubricHost)
 
     # ------------------------------------------------------------------ lifecycle
@@ -135,7 +140,7 @@ class RayRubric(Rubric):
         """Join the cluster and start an actor on every node (blocking; idempotent).
         Raises `RemoteScorerError` when no node can score (none alive, all refused)."""
         with self._start_lock:
-            if self._refresher is not None:
+            if self._started:
                 return
             if not ray.is_initialized():
                 address = self.config.address or os.environ.get("RAY_ADDRESS")
@@ -151,13 +156,13 @@ class RayRubric(Rubric):
                     log_to_driver=self.config.log_to_driver,
                     logging_level=logging.WARNING,
                 )
-                self._own_ray = True
             self._refresh()
             if not self._members:
                 why = "; ".join(self.refused.values()) or "no alive node with CPUs"
                 raise RemoteScorerError(f"no Ray node can score: {why}")
             self._refresher = threading.Thread(target=self._refresh_loop, name="rlvr-ray-nodes", daemon=True)
             self._refresher.start()
+            self._started = True
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self._close_blocking)
@@ -171,7 +176,12 @@ class RayRubric(Rubric):
             with self._lock:
                 members, self._members = list(self._members.values()), {}
             self._wake_all()
-            refs = [m.handle.close.remote() for m in members]
+            refs = []
+            for m in members:
+                try:
+                    refs.append(m.handle.close.remote())
+                except Exception as exc:  # noqa: BLE001 - Ray raises bare Exception for a gone actor
+                    log.warning("ray scorer: node %s is gone: %s", m.where, _last_line(exc))
             done, pending = (
                 ray.wait(refs, num_returns=len(refs), timeout=self.config.close_timeout_s)
                 if refs
@@ -188,9 +198,6 @@ class RayRubric(Rubric):
                 _kill(m.handle)
             if members or self.counts:
                 log.info("ray scorer: %s", dict(self.counts))
-            if self._own_ray and ray.is_initialized():
-                ray.shutdown()
-            self._own_ray = False
 
     # ------------------------------------------------------------------ membership
     def nodes(self) -> list[dict[str, Any]]:
@@ -263,12 +270,15 @@ class RayRubric(Rubric):
                 self.counts["nodes_refused"] += 1
                 log.error("ray scorer: %s", info["refusal"])
                 continue
-            member = _Member(node_id, where, handle, slots, slots * self.config.inflight_per_slot)
-            with self._lock:
-                self._members[node_id] = member
-            self.counts["nodes_joined"] += 1
-            log.info("ray scorer: node %s joined (%d slots)", where, slots)
+            self._add_member(node_id, where, handle, slots)
         self._wake_all()
+
+    def _add_member(self, node_id: str, where: str, handle: Any, slots: int) -> None:
+        member = _Member(node_id, where, handle, slots, slots * self.config.inflight_per_slot)
+        with self._lock:
+            self._members[node_id] = member
+        self.counts["nodes_joined"] += 1
+        log.info("ray scorer: node %s joined (%d slots)", where, slots)
 
     def _drop(self, member: _Member) -> None:
         """Stop using an actor that errored; the refresher re-creates one if its node is alive."""
@@ -322,7 +332,7 @@ class RayRubric(Rubric):
     async def _score_group(self, samples: Sequence[Sample]) -> list[RewardResult]:
         if not samples:
             return []
-        if self._refresher is None:
+        if not self._started:
             await asyncio.to_thread(self.start)
         samples = list(samples)
         self.counts["groups"] += 1
