@@ -7,6 +7,7 @@ replaces a node. Every node builds its own rubric: bubblewrap pools for code, CA
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import os
 import subprocess
@@ -86,6 +87,48 @@ def children_of(pids: list[int]) -> list[int]:
     return found
 
 
+def descendants(root: int) -> set[int]:
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            continue
+    found, frontier = {root}, {root}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def tcp_peers(pids: set[int]) -> set[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    """Peer addresses of the connected TCP sockets these processes hold."""
+    inodes = set()
+    for pid in pids:
+        for fd in Path(f"/proc/{pid}/fd").glob("*"):
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    peers = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[9] not in inodes:
+                continue
+            ip = ipaddress.ip_address(
+                bytes.fromhex(fields[2].split(":")[0])[::-1]
+                if len(fields[2]) == 13
+                else b"".join(bytes.fromhex(fields[2][i : i + 8])[::-1] for i in range(0, 32, 8))
+            )
+            ip = getattr(ip, "ipv4_mapped", None) or ip
+            if not ip.is_unspecified:
+                peers.add(ip)
+    return peers
+
+
 def leftover_cgroups(pids: list[int]) -> list[str]:
     names = {f"{PREFIX}{pid}-" for pid in pids}
     return [
@@ -112,6 +155,8 @@ async def test_humaneval_on_two_nodes_then_shutdown_releases_everything(scorer):
     ]
     assert all(r.score == 0.0 and r.status is Status.OK for g in mutants for r in g)
     stats = [await m.handle.stats.remote() for m in rubric._members.values()]
+    peers = tcp_peers(descendants(os.getpid()))
+    assert peers and all(ip.is_loopback for ip in peers), peers  # Ray's connections stay on 127/8
     assert all(s["groups"] > 0 for s in stats)  # both nodes did work
     assert sum(s["samples"] for s in stats) == sum(len(g) for g in groups + wrong)  # each scored once
     await rubric.aclose()
@@ -160,6 +205,9 @@ async def test_timeout_is_unverified_and_the_node_stays_usable(scorer):
     rubric.config.group_timeout_s = None  # the same actors score normally afterwards
     again = await asyncio.gather(*(rubric.score_group([solution(p)]) for p in PROBLEMS[:4]))
     assert all(r.score == 1.0 for g in again for r in g)
+    # the hung group was cancelled on its node: it never completed there (its jobs ran out meanwhile)
+    stats = [await m.handle.stats.remote() for m in rubric._members.values()]
+    assert sum(s["groups"] for s in stats) == len(again)
 
 
 async def test_trl_adapter_takes_the_ray_scorer(cluster):
