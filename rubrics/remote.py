@@ -68,6 +68,10 @@ class RayScorerConfig(BaseModel):
     refresh_s: float = Field(10.0, gt=0, description="How often node membership is re-read")
     ready_timeout_s: float = Field(120.0, gt=0, description="How long a new node actor may take to start")
     close_timeout_s: float = Field(60.0, gt=0, description="How long actors may take to release pools")
+    niceness: int | None = Field(
+        0,
+        description="Nice value of the node actors and their pools (Ray starts workers at 15; None keeps it)",
+    )
     namespace: str = Field("rlvr", description="Ray namespace of the driver")
     log_to_driver: bool = Field(False, description="Copy worker logs into this process's stderr")
 
@@ -247,7 +251,7 @@ class RayRubric(Rubric):
                 max_restarts=-1,
                 max_task_retries=0,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
-            ).remote(self.factory, slots, self.expected, where)
+            ).remote(self.factory, slots, self.expected, where, self.config.niceness)
             started.append((node["NodeID"], where, slots, handle, handle.ready.remote()))
         ready, waiting = [], [s[4] for s in started]
         deadline = time.monotonic() + self.config.ready_timeout_s
@@ -270,15 +274,15 @@ class RayRubric(Rubric):
                 self.counts["nodes_refused"] += 1
                 log.error("ray scorer: %s", info["refusal"])
                 continue
-            self._add_member(node_id, where, handle, slots)
+            self._add_member(node_id, where, handle, slots, info.get("priority", ""))
         self._wake_all()
 
-    def _add_member(self, node_id: str, where: str, handle: Any, slots: int) -> None:
+    def _add_member(self, node_id: str, where: str, handle: Any, slots: int, priority: str = "") -> None:
         member = _Member(node_id, where, handle, slots, slots * self.config.inflight_per_slot)
         with self._lock:
             self._members[node_id] = member
         self.counts["nodes_joined"] += 1
-        log.info("ray scorer: node %s joined (%d slots)", where, slots)
+        log.info("ray scorer: node %s joined (%d slots, %s)", where, slots, priority)
 
     def _drop(self, member: _Member) -> None:
         """Stop using an actor that errored; the refresher re-creates one if its node is alive."""
