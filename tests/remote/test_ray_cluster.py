@@ -56,6 +56,7 @@ def cluster(tmp_path_factory):
     yield c
     ray.shutdown()  # the driver's connection (RayRubric.aclose leaves it to its owner)
     c.shutdown()
+    assert ray_processes(descendants(os.getpid())) == []  # no raylet, GCS, monitor or worker is left
     for key, value in saved.items():
         os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
 
@@ -84,6 +85,22 @@ def children_of(pids: list[int]) -> list[int]:
             continue
         if int(fields[1]) in pids and fields[0] != "Z":
             found.append(int(stat.parent.name))
+    return found
+
+
+RAY_PROCESSES = ("raylet", "gcs_server", "log_monitor", "monitor.py", "dashboard", "default_worker", "ray::")
+
+
+def ray_processes(pids: set[int]) -> list[str]:
+    found = []
+    for pid in pids:
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and any(name in cmd for name in RAY_PROCESSES):
+            found.append(f"{pid}: {cmd[:120]}")
     return found
 
 

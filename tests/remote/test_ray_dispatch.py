@@ -14,7 +14,7 @@ ray = pytest.importorskip("ray")
 from ray.exceptions import ActorDiedError, ActorUnavailableError, ObjectStoreFullError, RayTaskError  # noqa: E402
 
 from rubrics.core import RewardResult, Sample, Status  # noqa: E402
-from rubrics.remote import RayRubric, RayScorerConfig, build_scorer  # noqa: E402
+from rubrics.remote import RayRubric, RayScorerConfig, RemoteScorerError, build_scorer  # noqa: E402
 from rubrics.remote_node import MathNodeRubric, fingerprint, refusal  # noqa: E402
 
 SAMPLES = [Sample(prompt="", completion=str(i), answer=str(i)) for i in range(3)]
@@ -131,3 +131,12 @@ def test_build_scorer_switch():
     assert isinstance(remote, RayRubric) and remote.config.node_slots == 4
     with pytest.raises(ValueError, match="unknown scorer"):
         build_scorer(MathNodeRubric(), "dask")
+
+
+def test_no_address_is_a_clear_error(monkeypatch):
+    if ray.is_initialized():
+        pytest.skip("this process is already connected to a cluster")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with pytest.raises(RemoteScorerError, match="no Ray cluster address.*ray start --head"):
+        RayRubric(MathNodeRubric()).start()
+    assert not ray.is_initialized()  # nothing was started locally
