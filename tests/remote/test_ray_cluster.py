@@ -10,6 +10,7 @@ import asyncio
 import ipaddress
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -252,6 +253,34 @@ def test_process_scores_on_the_cluster(cluster, vllm_server, tmp_path):
     assert len(groups) == 3 and all(len(g["scores"]) == 2 for g in groups)
     summary = next(line for line in done.stderr.splitlines() if "ray scorer: {" in line)
     assert "'nodes_joined': 2" in summary and "'groups': 3" in summary, summary
+
+
+async def test_killed_actor_is_retried_elsewhere_and_replaced(scorer):
+    rubric = await scorer(code_rubric, refresh_s=0.5)
+    victim = next(m for m in rubric._members.values() if m.where == "127.0.0.3")
+    victim_pid = (await victim.handle.ready.remote())["pid"]
+    groups = [[solution(p, variant=v) for v in range(2)] for p in PROBLEMS[:60]]
+    first = asyncio.Event()
+
+    async def scored(group: list[Sample]):
+        results = await rubric.score_group(group)
+        first.set()
+        return results
+
+    tasks = [asyncio.create_task(scored(g)) for g in groups]
+    await first.wait()
+    os.kill(victim_pid, signal.SIGKILL)
+    flat = [r for g in await asyncio.gather(*tasks) for r in g]
+    assert len(flat) == 2 * len(groups) and not [r for r in flat if r.score == 0.0]
+    assert all(r.score == 1.0 or (r.score is None and r.status is Status.ERROR) for r in flat)
+    assert rubric.counts["node_errors"] >= 1
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # polling the observable state, bounded
+        back = [m for m in rubric._members.values() if m.where == "127.0.0.3"]
+        if back and (await back[0].handle.ready.remote())["pid"] != victim_pid:
+            break
+        await asyncio.sleep(0.2)
+    assert back and back[0] is not victim  # the node got a fresh actor and pools
 
 
 async def test_killed_node_loses_nothing_and_a_new_node_joins(cluster, scorer):
