@@ -1,11 +1,13 @@
 """Score on a Ray cluster: `RayRubric` sends whole groups to one `RubricHost` actor per node.
 
-    rubric = await connect(lambda slots: MathRubric(workers=slots), RayScorerConfig(address="10.0.0.1:6379"))
+    rubric = await connect(MathNodeRubric(), RayScorerConfig(address="10.0.0.1:6379"))
     results = await rubric.score_group(samples)      # any Rubric caller: environments, adapters, server
+    await rubric.aclose()
 
 Contract (on top of `Rubric`'s):
-* Each node builds its own rubric with `factory(slots)` (see `rubrics.remote_node`); the driver only
-  ships `Sample`s and gets `RewardResult`s back, one Ray call per group.
+* Each node builds its own rubric with `factory(slots)` (see `rubrics.remote_node`; the factory must
+  pickle and its code must be importable there); the driver only ships `Sample`s and gets
+  `RewardResult`s back, one Ray call per group. Node actors run at `niceness` (Ray's default is 15).
 * Dispatch: least-loaded actor, at most `inflight_per_slot × slots` groups in flight on each.
 * Membership: alive nodes with CPUs are read from `ray.nodes()` every `refresh_s` seconds and right
   after any actor error, on a background thread: a new node gets an actor, a dead one is dropped.
@@ -17,7 +19,8 @@ Contract (on top of `Rubric`'s):
   | `RewardResult`s from the node                         | passed through unchanged                    |
   | `RayActorError` (node or actor lost, unreachable)     | retried once on another node, else `error`  |
   | no live node                                          | `error` ("no live scoring node")            |
-  | `group_timeout_s` passed, or the caller cancels       | the Ray task is cancelled; `timeout`        |
+  | `group_timeout_s` passed                              | the Ray task is cancelled; `timeout`        |
+  | the caller cancels (its own deadline, e.g. the env's) | the Ray task is cancelled; re-raised        |
   | any other Ray error, bad reply, pickling failure      | `error` naming the exception type           |
 
   Ray's own task retries are off (`max_task_retries=0`), so a group is never scored twice at once.
@@ -42,8 +45,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import ray
 from pydantic import BaseModel, Field
+
+try:
+    import ray
+except ImportError as exc:  # an optional extra
+    raise ImportError("the Ray scorer needs Ray on every node: pip install 'rlvr-envs[ray]'") from exc
 from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
