@@ -25,7 +25,7 @@ from rubrics.adapters.trl import trl_reward_functions  # noqa: E402
 from rubrics.code_tests import humaneval_suite  # noqa: E402
 from rubrics.core import Sample, Status  # noqa: E402
 from rubrics.math import MathRubric  # noqa: E402
-from rubrics.remote import RayRubric, RayScorerConfig, RemoteScorerError, connect  # noqa: E402
+from rubrics.remote import RayRubric, RayScorerConfig, RemoteScorerError, build_scorer, connect  # noqa: E402
 from rubrics.remote_node import CodeNodeRubric, MathNodeRubric, fingerprint  # noqa: E402
 from sandbox.cgroups import PREFIX  # noqa: E402
 
@@ -230,11 +230,22 @@ async def test_timeout_is_unverified_and_the_node_stays_usable(scorer):
     assert sum(s["groups"] for s in stats) == len(again)
 
 
-async def test_trl_adapter_takes_the_ray_scorer(cluster):
-    rubric = RayRubric(math_rubric, RayScorerConfig(address=cluster.address))  # joins on first use
-    reward, _ = trl_reward_functions(rubric)
+async def test_trl_adapter_and_reward_server_take_the_ray_scorer(cluster):
+    from fastapi.testclient import TestClient
+
+    from rubrics.server import create_app
+
+    rubric = build_scorer(math_rubric, "ray", address=cluster.address)  # joins on first use
+    reward, _ = trl_reward_functions(rubric)  # the sync twin runs its own event loop per call
     completions = ["so \\boxed{4}", "\\boxed{5}", "no answer"]
     assert await asyncio.to_thread(reward, ["2+2?"] * 3, completions, answer=["4"] * 3) == [1.0, 0.0, 0.0]
+
+    def serve() -> list:
+        with TestClient(create_app({"math": rubric})) as client:  # in-process ASGI, no socket
+            items = [{"completion": c, "answer": "4"} for c in completions]
+            return client.post("/score_batch", json={"rubric": "math", "items": items}).json()["results"]
+
+    assert [r["score"] for r in await asyncio.to_thread(serve)] == [1.0, 0.0, 0.0]
     await rubric.aclose()
 
 
