@@ -71,8 +71,9 @@ async def test_one_shot_harness_gives_the_same_cheat_verdicts(one_shot, code_san
 
 
 async def test_child_cannot_reach_the_pool_worker(code_sandbox):
-    """Signals to PID 1 (no audit event for pidfd signals) and its /proc fds, then an honest answer:
-    the worker survives (no recycle), the answer is credited, nothing forged gets in."""
+    """Signals to PID 1 (no audit event for pidfd signals) and its /proc fds (flagged by the audit
+    hook; the kernel barrier is tested with stdio below), then an honest answer: the worker survives
+    (no recycle), nothing forged gets in."""
     stats = getattr(code_sandbox, "stats", None)
     if stats is None or not getattr(code_sandbox.config, "warm_pool", False):
         pytest.skip("needs the bwrap warm pool")
@@ -99,7 +100,7 @@ async def test_child_cannot_reach_the_pool_worker(code_sandbox):
     rubric = CodeRubric(code_sandbox, CodeRubricConfig(static_hack_scan=False))
     recycles = stats["worker_recycles"]
     res = await rubric.score(Sample(prompt="", completion=fenced(attack), answer=CALL))
-    assert res.score == 1.0 and res.status is Status.OK, res
+    assert res.score == 0.0 and res.status is Status.HACK and "/proc" in res.reason, res  # the audit hook
     assert stats["worker_recycles"] == recycles
     after = await rubric.score(
         Sample(prompt="", completion=fenced("def f(x):\n    return x + 1"), answer=CALL)
