@@ -17,17 +17,20 @@ left by a crashed process (its pid is gone) are swept on the next start.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import secrets
 import signal
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path("/sys/fs/cgroup")
 PREFIX = "rlvr-sandbox-"
 V1_CONTROLLERS = ("memory", "pids")
+RMDIR_WAIT_S = 2.0
 
 
 class CgroupError(RuntimeError):
@@ -78,12 +81,21 @@ def _kill_and_rmdir(path: Path, procs_file: str) -> None:
     _kill_and_rmdir_leaf(path, procs_file)
 
 
-def _kill_and_rmdir_leaf(path: Path, procs_file: str) -> None:
-    kill_cgroup_procs(path / procs_file)
-    try:
-        path.rmdir()
-    except OSError:
-        pass  # still busy (processes dying); the next sweep removes it
+def _kill_and_rmdir_leaf(path: Path, procs_file: str, wait_s: float = RMDIR_WAIT_S) -> None:
+    """Kill what is in the cgroup and remove it. Killed processes and exited threads (v1: our slot
+    threads) leave it asynchronously, so rmdir may say EBUSY for a moment: retry until `wait_s`."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        kill_cgroup_procs(path / procs_file)
+        try:
+            path.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            if e.errno != errno.EBUSY or time.monotonic() >= deadline:
+                return  # still busy: the next start's sweep removes it
+        time.sleep(0.005)
 
 
 def kill_cgroup_procs(procs_path: Path) -> int:

@@ -43,19 +43,6 @@ def test_pool_recognises_only_exact_harness_jobs():
     assert harness_job("{}", Limits()).files.keys() == {*runner_files(), "spec.json"}
 
 
-@pytest.fixture(scope="module")
-def one_shot():
-    from sandbox.bwrap import BwrapConfig, BwrapSandbox
-    from sandbox.core import SandboxUnavailable
-
-    try:
-        box = BwrapSandbox(BwrapConfig(slots=2, warm_pool=False))
-    except SandboxUnavailable as exc:
-        pytest.skip(f"bubblewrap unavailable: {exc}")
-    yield box
-    box.close_sync()
-
-
 @pytest.mark.parametrize("suite_name", ["call", "assert"])
 async def test_one_shot_harness_gives_the_same_cheat_verdicts(one_shot, code_sandbox, suite_name):
     suite = CALL if suite_name == "call" else ASSERT
@@ -124,3 +111,18 @@ def test_static_scan_text_prefilter_keeps_every_hit():
         tree = ast.parse(code)
         assert (static_hack_scan(tree, code) is not None) is flagged, code
         assert static_hack_scan(tree, code) == static_hack_scan(tree), code
+
+
+CWD_WRITER = (
+    "def f(x):\n    with open('scratch.txt', 'w') as out:\n        out.write(str(x * x))\n"
+    "    with open('scratch.txt') as back:\n        return int(back.read())\n"
+)
+
+
+async def test_solutions_may_write_in_their_cwd(code_sandbox, one_shot):
+    """A correct solution that writes a file in its working directory passes everywhere (13.6:
+    the Docker worker ran harness children in the read-only /; its test is in test_docker_backend)."""
+    for box in (code_sandbox, one_shot):
+        for suite in (CALL, ASSERT):
+            res = await CodeRubric(box).score(Sample(prompt="", completion=fenced(CWD_WRITER), answer=suite))
+            assert res.score == 1.0 and res.status is Status.OK, (box.describe(), res)
