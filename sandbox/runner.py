@@ -24,7 +24,8 @@ consecutive call/assert tests share one "session" child: setup + solution once, 
 order, one message each; after a timeout or crash the next test gets a fresh child. Each child
 closes the channel (and every other descriptor), moves to its own process group, sets rlimits
 (address space; CPU as a backstop), installs an audit hook (frame/heap/ctypes access, tracing, code
-replacement, process spawning, kills → hack) and talks to the harness over a private pipe in frames
+replacement, process creation, kills, paths into /proc → hack; sessions also verify an identity
+snapshot of every loaded module, see `_Snapshot` and `_child`) and talks to the harness over a private pipe in frames
 `len(4) nonce(16) tag(1) index(4) cpu(8) body`. The harness validates the frames and enforces the
 time limit as CPU time: it reads the child's CPU from /proc every 50 ms and kills it once the
 current test has used more than `time_limit_s` (also checked from the frame and rusage), with a
