@@ -52,6 +52,7 @@ import signal
 import struct
 import sys
 import time
+from operator import is_ as _is
 from types import MethodType as _MethodType
 from types import ModuleType as _ModuleType
 
@@ -232,28 +233,35 @@ class _Snapshot:
     """Identity snapshot of what an in-process check can reach: every loaded module's namespace,
     the namespaces of the classes it holds, the instances behind its bound methods (`random.randint`
     is `random._inst.randint`), and which module object each `sys.modules` name maps to.
+    Each is kept as a shallow copy, compared by identity.
 
     Built once in the harness process (which never runs untrusted code) and brought up to date in
-    each session child before the solution runs (`refresh`). Checking compares object ids, and on
+    each session child before the solution runs (`refresh`). Checking compares by identity, and on
     a difference keys of exact type str only, so it never calls anything a solution defined. Any
     rebinding, removal or new name is a change, except what the interpreter itself adds: a loaded
     submodule's attribute on its package, `__warningregistry__`, `__slotnames__` (copyreg), and
     an instance's own data attributes that shadow nothing of its class (`random.gauss` state)."""
 
     def __init__(self) -> None:
-        self.spaces: list[list] = []  # [live mapping, ids of its keys and values, a copy, module name]
-        self.owned: list[list] = []  # [instance, its type, its dict, ids, a copy]
+        self.spaces: list[list] = []  # [live mapping, a copy, module name (None: a class)]
+        self.owned: list[list] = []  # [instance, its type, its dict, a copy]
         self.modules: dict[str, object] = {}
         self._seen: set[int] = set()
 
     @staticmethod
-    def _ids(space, _map=map, _id=id) -> list[int]:  # builtins bound here: a patched `id` changes nothing
-        return [*_map(_id, space), *_map(_id, space.values())]
+    def _same(space, copy, _len=len, _all=all, _map=map, _is=_is) -> bool:
+        """Same keys and values, by identity and in order (builtins bound here: patching them does
+        nothing; no `id()`, which is an audited event: the hook would run for every object)."""
+        return (
+            _len(space) == _len(copy)
+            and _all(_map(_is, space, copy))
+            and _all(_map(_is, space.values(), copy.values()))
+        )
 
     def _add(self, space, name: str | None) -> None:
         if id(space) not in self._seen:
             self._seen.add(id(space))
-            self.spaces.append([space, self._ids(space), dict(space), name])
+            self.spaces.append([space, dict(space), name])
 
     def update(self) -> None:
         """Add the modules loaded since the last call (and what they hold)."""
@@ -272,27 +280,24 @@ class _Snapshot:
                     space = getattr(owner, "__dict__", None)
                     if type(space) is dict and id(space) not in self._seen:
                         self._seen.add(id(space))
-                        self.owned.append([owner, type(owner), space, self._ids(space), dict(space)])
+                        self.owned.append([owner, type(owner), space, dict(space)])
 
     def refresh(self) -> None:
         """Accept the current state as pristine (the child, before any untrusted code runs)."""
         self.update()
         self.modules = {name: sys.modules[name] for name in self.modules if name in sys.modules}
         for entry in self.spaces:
-            now = self._ids(entry[0])
-            if now != entry[1]:
-                entry[1], entry[2] = now, dict(entry[0])
+            if not self._same(entry[0], entry[1]):
+                entry[1] = dict(entry[0])
         for entry in self.owned:
-            now = self._ids(entry[2])
-            if now != entry[3] or type(entry[0]) is not entry[1]:
-                entry[1], entry[3], entry[4] = type(entry[0]), now, dict(entry[2])
+            entry[1], entry[3] = type(entry[0]), dict(entry[2])
 
     def changed(self, _type=type, _str=str, _module=_ModuleType, _vars=vars) -> str | None:
         """What was rebound, added or removed since `refresh`, or None."""
-        ids = self._ids
+        same = self._same
         for entry in self.spaces:
-            space, before, copy, name = entry
-            if ids(space) == before:
+            space, copy, name = entry
+            if same(space, copy):
                 continue
             for key, value in space.items():
                 if _type(key) is not _str:
@@ -308,16 +313,16 @@ class _Snapshot:
             for key in copy:
                 if key not in space:
                     return f"removed {name or 'a class'}.{key}"[:200]
-            entry[1], entry[2] = ids(space), dict(space)  # only what the interpreter adds: accepted
+            entry[1] = dict(space)  # only what the interpreter adds: accepted
         modules = sys.modules
         for name, module in self.modules.items():
             if modules.get(name) is not module:
                 return f"replaced module {name:.80}"
         for entry in self.owned:  # their classes were verified above: no user code runs here
-            owner, kind, space, before, copy = entry
+            owner, kind, space, copy = entry
             if _type(owner) is not kind or _object_getattr(owner, "__dict__") is not space:
                 return f"replaced the namespace of a {kind.__name__:.80}"
-            if ids(space) == before:
+            if same(space, copy):
                 continue
             for key in space:
                 if _type(key) is not _str:
