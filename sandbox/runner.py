@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import _signal
 import builtins
+import gc
 import importlib  # noqa: F401 - importing it renames _frozen_importlib's names: never after a snapshot
 import io
 import json
@@ -64,6 +65,7 @@ CPU_POLL_S = 0.05  # how often a running child's CPU time is checked against the
 _TICKS = os.sysconf("SC_CLK_TCK")
 _BUILTIN_NAMES = frozenset(name for name in vars(builtins) if not name.startswith("__"))
 _object_getattr = object.__getattribute__
+_IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: static built-in types, no attribute can change
 _UNREAPED: list[int] = []  # killed children whose exit status no verdict needs
 MAX_DEPTH = 200
 BIG_INT = 1 << 12000  # ints at least this large travel as hex (JSON readers cap decimal digits)
@@ -230,22 +232,24 @@ def take_messages(buf: bytearray, nonce: bytes) -> list[tuple[str, int, float, b
 
 
 class _Snapshot:
-    """Identity snapshot of what an in-process check can reach: every loaded module's namespace,
-    the namespaces of the classes it holds, the instances behind its bound methods (`random.randint`
-    is `random._inst.randint`), and which module object each `sys.modules` name maps to.
-    Each is kept as a shallow copy, compared by identity.
+    """Identity snapshot of what a session can reach: the namespace of each module, of the classes
+    it holds (mutable ones: built-in static types cannot change), and of the instances behind its
+    bound methods (`random.randint` is `random._inst.randint`), plus which module object each
+    `sys.modules` name maps to. Each is kept as a shallow copy, compared by identity.
 
-    Built once in the harness process (which never runs untrusted code) and brought up to date in
-    each session child before the solution runs (`refresh`). Checking compares by identity, and on
-    a difference keys of exact type str only, so it never calls anything a solution defined. Any
-    rebinding, removal or new name is a change, except what the interpreter itself adds: a loaded
-    submodule's attribute on its package, `__warningregistry__`, `__slotnames__` (copyreg), and
-    an instance's own data attributes that shadow nothing of its class (`random.gauss` state)."""
+    Built in the harness process (which never runs untrusted code; `update`) and, in each session
+    child, brought up to date before the solution runs (`refresh`) for the modules that session
+    can reach (`reach`). Checking (`changed`) compares by identity, and on a difference looks at
+    keys of exact type str only, so it never calls anything a solution defined. Any rebinding,
+    removal or new name is a change, except what the interpreter itself adds: a loaded submodule's
+    attribute on its package, `__warningregistry__`, `__slotnames__` (copyreg), and an instance's
+    own data attributes that shadow nothing of its class (`random.gauss` state)."""
 
     def __init__(self) -> None:
-        self.spaces: list[list] = []  # [live mapping, a copy, module name (None: a class)]
-        self.owned: list[list] = []  # [instance, its type, its dict, a copy]
+        self.groups: dict[str, tuple[list, list]] = {}  # module -> ([space, copy, label], [owned])
         self.modules: dict[str, object] = {}
+        self.active: tuple[str, ...] = ()  # the modules `changed` checks
+        self._reach: dict[tuple, tuple[str, ...]] = {}
         self._seen: set[int] = set()
 
     @staticmethod
@@ -258,112 +262,164 @@ class _Snapshot:
             and _all(_map(_is, space.values(), copy.values()))
         )
 
-    def _add(self, space, name: str | None) -> None:
-        if id(space) not in self._seen:
-            self._seen.add(id(space))
-            self.spaces.append([space, dict(space), name])
-
     def update(self) -> None:
         """Add the modules loaded since the last call (and what they hold)."""
+        seen = self._seen
         for name, module in list(sys.modules.items()):
             if name in self.modules:
                 continue
             self.modules[name] = module
+            spaces: list = []
+            owned: list = []
+            self.groups[name] = (spaces, owned)
             if type(module) is not _ModuleType:
                 continue
-            self._add(module.__dict__, name)
+            spaces.append([module.__dict__, dict(module.__dict__), name])
             for value in list(module.__dict__.values()):
                 if isinstance(value, type):
-                    self._add(value.__dict__, None)
+                    if value.__flags__ & _IMMUTABLE_TYPE or id(value) in seen:
+                        continue
+                    seen.add(id(value))
+                    spaces.append([value.__dict__, dict(value.__dict__), None])
                 elif type(value) is _MethodType:
                     owner = value.__self__
                     space = getattr(owner, "__dict__", None)
-                    if type(space) is dict and id(space) not in self._seen:
-                        self._seen.add(id(space))
-                        self.owned.append([owner, type(owner), space, dict(space)])
+                    if type(space) is dict and id(space) not in seen:
+                        seen.add(id(space))
+                        owned.append([owner, type(owner), space, dict(space)])
 
-    def refresh(self) -> None:
-        """Accept the current state as pristine (the child, before any untrusted code runs)."""
+    def reach(self, roots: tuple[str, ...], depth: int = 2) -> tuple[str, ...]:
+        """`roots` and the modules their namespaces refer to (modules, or the `__module__` of what
+        they hold), `depth` steps out; cached per roots (call in the harness process)."""
+        if roots not in self._reach:
+            names = {r for r in roots if r in sys.modules}
+            frontier = list(names)
+            for _ in range(depth):
+                found = []
+                for name in frontier:
+                    module = sys.modules.get(name)
+                    if type(module) is not _ModuleType:
+                        continue
+                    for value in list(module.__dict__.values()):
+                        other = (
+                            value.__name__
+                            if type(value) is _ModuleType
+                            else getattr(value, "__module__", None)
+                        )
+                        if type(other) is str and other not in names and other in sys.modules:
+                            names.add(other)
+                            found.append(other)
+                frontier = found
+            self._reach[roots] = tuple(sorted(names))
+        return self._reach[roots]
+
+    def refresh(self, names: tuple[str, ...]) -> None:
+        """Accept the current state of `names` (and modules loaded since `update`) as pristine: the
+        child, before any untrusted code runs. From now on `changed` checks those."""
+        before = set(self.modules)
         self.update()
-        self.modules = {name: sys.modules[name] for name in self.modules if name in sys.modules}
-        for entry in self.spaces:
-            if not self._same(entry[0], entry[1]):
-                entry[1] = dict(entry[0])
-        for entry in self.owned:
-            entry[1], entry[3] = type(entry[0]), dict(entry[2])
+        names = (*names, *(n for n in self.modules if n not in before))
+        for name in names:
+            group = self.groups.get(name)
+            if group is None:
+                continue
+            if sys.modules.get(name) is not self.modules[name]:
+                self.modules[name] = sys.modules.get(name)
+            for entry in group[0]:
+                if not self._same(entry[0], entry[1]):
+                    entry[1] = dict(entry[0])
+            for entry in group[1]:
+                entry[1], entry[3] = type(entry[0]), dict(entry[2])
+        self.active = names
 
-    def changed(self, _type=type, _str=str, _module=_ModuleType, _vars=vars) -> str | None:
-        """What was rebound, added or removed since `refresh`, or None."""
-        same = self._same
-        for entry in self.spaces:
-            space, copy, name = entry
-            if same(space, copy):
-                continue
-            for key, value in space.items():
-                if _type(key) is not _str:
-                    return f"non-string name in {name or 'a class'}"
-                if key in copy:
-                    if copy[key] is not value and key != "__warningregistry__":
-                        return f"rebound {name or 'a class'}.{key}"[:200]
-                elif not (
-                    key in ("__warningregistry__", "__slotnames__")
-                    or (name and _type(value) is _module and value.__name__ == name + "." + key)
-                ):
-                    return f"added {name or 'a class'}.{key}"[:200]
-            for key in copy:
-                if key not in space:
-                    return f"removed {name or 'a class'}.{key}"[:200]
-            entry[1] = dict(space)  # only what the interpreter adds: accepted
-        modules = sys.modules
-        for name, module in self.modules.items():
-            if modules.get(name) is not module:
-                return f"replaced module {name:.80}"
-        for entry in self.owned:  # their classes were verified above: no user code runs here
-            owner, kind, space, copy = entry
-            if _type(owner) is not kind or _object_getattr(owner, "__dict__") is not space:
-                return f"replaced the namespace of a {kind.__name__:.80}"
-            if same(space, copy):
-                continue
-            for key in space:
-                if _type(key) is not _str:
-                    return f"non-string name in a {kind.__name__:.80}"
-                for klass in kind.__mro__:
-                    if key in _vars(klass) and copy.get(key, space) is not space[key]:
-                        return f"shadowed {kind.__name__}.{key} on an instance"[:200]
+    def changed(self, only=None, _type=type, _str=str, _module=_ModuleType, _vars=vars) -> str | None:
+        """What was rebound, added or removed since `refresh` in the active modules (or in `only`,
+        a subset of them), or None."""
+        same, groups, modules = self._same, self.groups, sys.modules
+        for module_name in self.active if only is None else only:
+            if modules.get(module_name) is not self.modules[module_name]:
+                return f"replaced module {module_name:.80}"
+            spaces, owned = groups[module_name]
+            for entry in spaces:
+                space, copy, name = entry
+                if same(space, copy):
+                    continue
+                for key, value in space.items():
+                    if _type(key) is not _str:
+                        return f"non-string name in {name or 'a class'}"
+                    if key in copy:
+                        if copy[key] is not value and key != "__warningregistry__":
+                            return f"rebound {name or 'a class'}.{key}"[:200]
+                    elif not (
+                        key in ("__warningregistry__", "__slotnames__")
+                        or (name and _type(value) is _module and value.__name__ == name + "." + key)
+                    ):
+                        return f"added {name or 'a class'}.{key}"[:200]
+                for key in copy:
+                    if key not in space:
+                        return f"removed {name or 'a class'}.{key}"[:200]
+                entry[1] = dict(space)  # only what the interpreter adds: accepted
+            for owner, kind, space, copy in owned:  # classes come first, verified: no user code runs
+                if _type(owner) is not kind or _object_getattr(owner, "__dict__") is not space:
+                    return f"replaced the namespace of a {kind.__name__:.80}"
+                if same(space, copy):
+                    continue
+                for key in space:
+                    if _type(key) is not _str:
+                        return f"non-string name in a {kind.__name__:.80}"
+                    for klass in kind.__mro__:
+                        if key in _vars(klass) and copy.get(key, space) is not space[key]:
+                            return f"shadowed {kind.__name__}.{key} on an instance"[:200]
         return None
 
 
 _PRISTINE: list[_Snapshot] = []  # the harness process's snapshot, reused by every session child
+_ROOTS = ("builtins", "sys", __name__)  # what an assert session reaches: the harness, its modules...
+_CALL_ROOTS = (*_ROOTS, "json", "json.encoder")  # ...a call session: the harness and its encoder
 
 
-def _pristine() -> _Snapshot:
+def _pristine(spec: dict, chunk: list) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """In the harness process, before a session's fork: import what its trusted test code and
+    setup import (so the test gets the pristine module, not one the solution loaded and patched),
+    bring the snapshot up to date, and return the modules that session can reach and the ones
+    its test code uses directly (checked after every call of the entry point)."""
     if not _PRISTINE:
         _PRISTINE.append(_Snapshot())
-    _PRISTINE[0].update()
-    return _PRISTINE[0]
+    codes = [t["code"] for _, t in chunk if t["kind"] == "assert"]
+    names = _test_imports([*codes, spec.get("setup") or ""] if codes else [])
+    snapshot = _PRISTINE[0]
+    known = len(snapshot.modules)
+    snapshot.update()
+    # call tests are judged on the host: only what the harness itself runs on in the child matters
+    reach = snapshot.reach((*_ROOTS, *names)) if codes else snapshot.reach(_CALL_ROOTS, depth=0)
+    if len(snapshot.modules) != known:
+        gc.freeze()  # the copies live as long as this process: no collection in a child walks them
+    return reach, tuple(n for n in (*_ROOTS, *names) if n in reach)
 
 
-_IMPORTS = None  # compiled lazily: `import a, b.c` / `from a import b` lines of trusted test code
+_IMPORTS = None  # compiled lazily: `import a, b.c` / `from a import b` lines of trusted code
 
 
-def _test_imports(codes: list[str]) -> None:
-    """Import what the (trusted) test code imports before the solution runs, so that the snapshot
-    covers it and the test gets the pristine module, not one the solution loaded and patched."""
+def _test_imports(codes: list[str]) -> tuple[str, ...]:
+    """Import the modules `codes` import (trusted test or setup code); their names."""
     import re
 
     global _IMPORTS
     if _IMPORTS is None:
         _IMPORTS = re.compile(r"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import|import[ \t]+([\w., \t]+))", re.M)
+    found = []
     for code in codes:
         for match in _IMPORTS.finditer(code):
             names = [match.group(1)] if match.group(1) else match.group(2).split(",")
             for name in names:
                 name = name.split()[0] if name.split() else ""
-                if name and not name.startswith("."):
+                if name and not name.startswith(".") and name not in found:
                     try:
                         __import__(name)
+                        found.append(name)
                     except Exception:  # noqa: BLE001 - the test itself will report it
                         pass
+    return tuple(found)
 
 
 def _fd_ids(fds: tuple[int, ...]) -> tuple:
@@ -440,6 +496,7 @@ def _child(
     files: tuple[int, int, int],
     streams: tuple,
     rlimits: tuple = (),
+    reach: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
 ) -> None:
     """Run `chunk` ([(index, test)]) in this forked process and leave with os._exit; never returns.
 
@@ -449,10 +506,12 @@ def _child(
     value)]) are the sandbox job's own limits, set first when the harness runs in a pool's worker.
 
     Sessions share the interpreter with the solution, so the solution may not change what the
-    harness or an in-process check relies on (HACK, whether or not it changed the outcome): every
-    loaded module, class and bound-method owner (`_Snapshot`, checked after loading, after each
-    call of the entry point in assert tests and after each test), the descriptors 0-2 and the result
-    pipe, interpreter hooks; no process creation (in any format), no path into /proc.
+    harness or an in-process check relies on (HACK, whether or not it changed the outcome): the
+    modules, classes and bound-method owners `reach` names (the harness's, builtins, sys, what the
+    setup and test code import, and what those refer to; `_Snapshot`, checked after loading, after
+    each call of the entry point in assert tests, after each assert test, after the last call test
+    and before every open), the descriptors 0-2 and the result pipe; no process creation (in any
+    format), no path into /proc.
     Checks see the setup's names and the real builtins, never the solution's shadowing globals.
     """
     _write, _exit, _pack, _type, _getframe = os.write, os._exit, struct.pack, type, sys._getframe
@@ -500,10 +559,12 @@ def _child(
 
     armed = [False]  # the snapshot is current: from the solution on
 
-    def tampered() -> str | None:
+    direct: list[str] = []  # the modules checked after each call of the entry point
+
+    def tampered(light: bool = False) -> str | None:
         if not armed[0]:
             return None
-        reason = snapshot.changed()
+        reason = snapshot.changed(direct if light else None)
         if reason is None and _fd_ids(fds) != fds_before:
             reason = "replaced a standard or result descriptor"
         return reason
@@ -579,8 +640,8 @@ def _child(
             setup_module.__dict__["__builtins__"] = builtins
             exec(compile(spec.get("setup") or "", "<setup>", "exec"), setup_module.__dict__)
             setup_names = {k: v for k, v in vars(setup_module).items() if not k.startswith("__")}
-            _test_imports([t["code"] for _, t in chunk if t["kind"] == "assert"])
-            snapshot.refresh()  # the state every check of this session must see again
+            snapshot.refresh(reach[0])  # the state every check of this session must see again
+            direct[:] = (*reach[1], setup_module.__name__)
             armed[0] = True
         module = _ModuleType("__main__" if stdio else "solution")  # dataclasses, pickle look it up
         sys.modules[module.__name__] = module
@@ -695,7 +756,7 @@ def _guard(fn, send, exit_, index, tampered):
         try:
             value = fn(*args, **kwargs)
         finally:
-            why = tampered()
+            why = tampered(light=True)
             if why is not None:
                 send("H", index, why.encode()[:500])
                 exit_(0)
@@ -799,8 +860,7 @@ def supervise(spec: dict, chunk: list, rlimits: tuple = ()) -> list[dict]:
     _reap()
     nonce = os.urandom(NONCE_BYTES)
     stdio = chunk[0][1]["kind"] == "stdio"
-    if not stdio:
-        _pristine()  # built here (once per harness process), brought up to date in the child
+    reach = ((), ()) if stdio else _pristine(spec, chunk)  # built here, updated in the child
     res_r, res_w = os.pipe()
     if stdio:
         out_r, out_w = os.pipe()
@@ -816,7 +876,7 @@ def supervise(spec: dict, chunk: list, rlimits: tuple = ()) -> list[dict]:
     pid = os.fork()
     if pid == 0:
         try:
-            _child(spec, chunk, nonce, res_w, files, streams, rlimits)
+            _child(spec, chunk, nonce, res_w, files, streams, rlimits, reach)
         finally:
             os._exit(70)
     streams = None
