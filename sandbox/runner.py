@@ -440,7 +440,8 @@ def _path_reason(
     """Why opening `path` (or creating a symlink to it: `link_target`) could reach /proc, or None.
 
     Only exact str/bytes are accepted (a path object's `__fspath__` could answer differently when
-    the kernel asks); relative paths may not climb (`..`: the cwd may change under us); the path is
+    the kernel asks); no path may climb (`..`: the cwd, or a directory on the way, may be swapped for
+    a symlink between this check and the kernel's walk); the path is
     resolved like the kernel does (symlinks included, with the captured `lstat`/`readlink`), and it
     may not end in or pass through /proc, nor be `/` or `/dev` (directory descriptors from which a
     relative open reaches /proc; /dev/fd and /dev/std* are links into it)."""
@@ -451,7 +452,7 @@ def _path_reason(
         return f"path of type {kind.__name__}"
     parts = path.split("/")
     relative = not path.startswith("/")
-    if ".." in parts and (relative or link_target):
+    if ".." in parts:
         return f"climbing path {path[:200]!r}"
     if relative:
         parts = cwd.split("/") + parts

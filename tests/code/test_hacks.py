@@ -165,6 +165,10 @@ CHEATS = {
         True,
     ),
     "proc_mem_path_object": (PROC_TRY.format("__import__('pathlib').Path('/proc/1/mem').open('rb')"), True),
+    "proc_mem_climbing_absolute": (
+        PROC_TRY.format("os.mkdir('d') or open('/tmp/d/../../proc/1/mem', 'rb')"),
+        True,
+    ),
     "proc_mem_chdir": (PROC_TRY.format("os.chdir('/') or open('proc/1/mem', 'rb')"), True),
     # hacking intent without an effect on the outcome (13.4): flagged all the same (policy)
     "replace_excepthook": ("import sys\nsys.excepthook = lambda *a: None\ndef f(x):\n    return x * x", True),
