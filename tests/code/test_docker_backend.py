@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from test_hacks import ASSERT, CALL, CHEATS, RANDOM_CHECK, fenced
+from test_hacks import ASSERT, CALL, CHEATS, KERNEL_PROBE, KERNEL_SUITE, RANDOM_CHECK, fenced
 from test_harness_modes import CWD_WRITER
 
 from rubrics.code import CodeRubric, CodeRubricConfig
@@ -57,3 +57,5 @@ async def test_docker_warm_up_cwd_and_pristine_modules(docker_sandbox):
     cheat = "import random\nrandom.randint = lambda a, b: 3\ndef f(x):\n    return 9"
     res = await rubric.score(Sample(prompt="", completion=fenced(cheat), answer=RANDOM_CHECK))
     assert res.status is Status.HACK, res
+    res = await rubric.score(Sample(prompt="", completion=fenced(KERNEL_PROBE), answer=KERNEL_SUITE))
+    assert res.score == 1.0, res  # the worker's memory and descriptors are refused by the kernel

@@ -343,17 +343,21 @@ async def test_randomised_check_gets_the_pristine_module(code_sandbox, one_shot)
         assert res[-1].score == 1.0 and res[-1].status is Status.OK, res[-1]
 
 
+KERNEL_PROBE = (
+    "import os\nfor p in ('/proc/1/mem', '/proc/1/fd/3', '/proc/1/environ'):\n"
+    "    try:\n        os.open(p, os.O_RDONLY)\n        print('opened', p)\n"
+    "    except OSError as e:\n        print('denied', e.errno)\n"
+)
+KERNEL_SUITE = TestSuite((StdioTest("", "denied 13\ndenied 13\ndenied 13\n"),))
+
+
 async def test_harness_memory_is_out_of_reach_of_the_kernel(code_sandbox, one_shot):
     """Stdio solutions are not path-checked: the kernel itself must refuse the harness's memory and
     descriptors (one-shot: PID 1 is the non-dumpable harness; pool: the worker) and ptrace."""
-    probe = (
-        "import os\nfor p in ('/proc/1/mem', '/proc/1/fd/3', '/proc/1/environ'):\n"
-        "    try:\n        os.open(p, os.O_RDONLY)\n        print('opened', p)\n"
-        "    except OSError as e:\n        print('denied', e.errno)\n"
-    )
-    suite = TestSuite((StdioTest("", "denied 13\ndenied 13\ndenied 13\n"),))
     for box in (code_sandbox, one_shot):
-        res = await CodeRubric(box).score(Sample(prompt="", completion=fenced(probe), answer=suite))
+        res = await CodeRubric(box).score(
+            Sample(prompt="", completion=fenced(KERNEL_PROBE), answer=KERNEL_SUITE)
+        )
         assert res.score == 1.0, res
 
 
