@@ -361,14 +361,22 @@ async def test_harness_memory_is_out_of_reach_of_the_kernel(code_sandbox, one_sh
         assert res.score == 1.0, res
 
 
-async def test_many_stdio_tests_in_one_warm_worker(code_sandbox):
-    """Every stdio test's pipes are closed (13.5): 300 tests (fd limit 256) in one job, twice."""
-    suite = TestSuite(tuple(StdioTest(f"{i}\n", f"{i * i}\n") for i in range(300)), time_limit_s=2.0)
-    rubric = CodeRubric(code_sandbox, CodeRubricConfig(reward="fraction"))
+async def test_many_stdio_tests_in_one_warm_worker():
+    """Every stdio test's pipes are closed (13.5): two jobs of 70 on one warm worker (fd limit 256;
+    two pipe ends a test used to stay open in PID 1, which runs every job's harness)."""
+    from sandbox.bwrap import BwrapConfig, BwrapSandbox
+
+    box = BwrapSandbox(BwrapConfig(slots=1))
+    suite = TestSuite(tuple(StdioTest(f"{i}\n", f"{i * i}\n") for i in range(70)), time_limit_s=2.0)
+    rubric = CodeRubric(box, CodeRubricConfig(reward="fraction"))
     code = fenced("print(int(input()) ** 2)")
-    for _ in range(2):
-        res = await rubric.score(Sample(prompt="", completion=code, answer=suite))
-        assert res.score == 1.0 and res.status is Status.OK, res
+    try:
+        for _ in range(2):
+            res = await rubric.score(Sample(prompt="", completion=code, answer=suite))
+            assert res.score == 1.0 and res.status is Status.OK, res
+        assert box.stats["worker_starts"] == 1 and box.stats["worker_recycles"] == 0, box.stats
+    finally:
+        await box.close()
 
 
 async def test_shadowed_builtins_do_not_steer_the_check(code_sandbox, one_shot):
