@@ -344,6 +344,7 @@ def main(argv):
         except ImportError:
             pass
     runner = _load_runner()
+    os.chdir(SCRATCH)  # harness children run where every job runs (Docker starts us in /, read-only)
     gc.collect()
     gc.freeze()  # keep the collector from touching (and copying) every pre-fork object in each job
     null = os.open("/dev/null", os.O_RDWR)

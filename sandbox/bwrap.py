@@ -26,6 +26,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from queue import SimpleQueue
@@ -35,6 +36,7 @@ from sandbox.cgroups import CgroupError, CgroupSet, Slot
 from sandbox.core import ExecResult, Job, LimitHit, Limits, SandboxError, SandboxUnavailable
 
 SCRATCH = "/tmp"
+START_BARRIER_S = 60.0  # how long `warm_slots` waits for every slot thread to be free
 BASE_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "HOME": SCRATCH,
@@ -143,6 +145,32 @@ def classify(
         if pids_hit or b"[Errno 11] Resource temporarily unavailable" in tail:
             return LimitHit.PROCESSES
     return LimitHit.NONE
+
+
+def warm_slots(pool: ThreadPoolExecutor, slots: int, warm: Callable[[], None]) -> Future[None]:
+    """Run `warm` once on EVERY slot thread of `pool` (a slot's worker is started only by its own
+    thread): each call waits at a barrier until all `slots` threads hold one, so no thread takes two.
+    The future is done when all are warm (the first failure, if any, is its exception)."""
+    barrier = threading.Barrier(slots)
+
+    def one() -> None:
+        barrier.wait(START_BARRIER_S)
+        warm()
+
+    futures = [pool.submit(one) for _ in range(slots)]
+    done: Future[None] = Future()
+
+    lock = threading.Lock()
+
+    def settle(_: Future) -> None:
+        with lock:
+            if all(f.done() for f in futures) and not done.done():
+                errors = [f.exception() for f in futures if f.exception() is not None]
+                done.set_exception(errors[0]) if errors else done.set_result(None)
+
+    for f in futures:
+        f.add_done_callback(settle)
+    return done
 
 
 class SlotResults:
@@ -255,8 +283,7 @@ class BwrapSandbox(SlotResults):
 
     async def warm_up(self) -> None:
         """Start every slot's warm worker now instead of on its first Python job."""
-        futs = [self._pool.submit(self._warm_slot) for _ in range(self.config.slots)]
-        await asyncio.gather(*(asyncio.wrap_future(f) for f in futs))
+        await asyncio.wrap_future(warm_slots(self._pool, self.config.slots, self._warm_slot))
 
     async def close(self) -> None:
         await asyncio.get_running_loop().run_in_executor(None, self._shutdown)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from queue import SimpleQueue
 
 from sandbox import _proc
-from sandbox.bwrap import PRELOAD, SlotResults
+from sandbox.bwrap import PRELOAD, SlotResults, warm_slots
 from sandbox.cgroups import ROOT, Slot, _pid_alive
 from sandbox.core import ExecResult, Job, Limits, SandboxError, SandboxUnavailable
 from sandbox.harness import RUNNER_SRC
@@ -233,8 +233,10 @@ class DockerSandbox(SlotResults):
         return self._pool.submit(self._run_blocking, job)
 
     async def warm_up(self) -> None:
-        futs = [self._pool.submit(self._local_worker().ensure) for _ in range(self.config.slots)]
-        await asyncio.gather(*(asyncio.wrap_future(f) for f in futs))
+        """Start every slot's container now (each slot thread starts its own; see `warm_slots`)."""
+        await asyncio.wrap_future(
+            warm_slots(self._pool, self.config.slots, lambda: self._local_worker().ensure())
+        )
 
     async def close(self) -> None:
         await asyncio.get_running_loop().run_in_executor(None, self._shutdown)

@@ -24,7 +24,8 @@ consecutive call/assert tests share one "session" child: setup + solution once, 
 order, one message each; after a timeout or crash the next test gets a fresh child. Each child
 closes the channel (and every other descriptor), moves to its own process group, sets rlimits
 (address space; CPU as a backstop), installs an audit hook (frame/heap/ctypes access, tracing, code
-replacement, process spawning, kills → hack) and talks to the harness over a private pipe in frames
+replacement, process creation, kills, paths into /proc → hack; sessions also verify an identity
+snapshot of every loaded module, see `_Snapshot` and `_child`) and talks to the harness over a private pipe in frames
 `len(4) nonce(16) tag(1) index(4) cpu(8) body`. The harness validates the frames and enforces the
 time limit as CPU time: it reads the child's CPU from /proc every 50 ms and kills it once the
 current test has used more than `time_limit_s` (also checked from the frame and rusage), with a
@@ -41,6 +42,8 @@ from __future__ import annotations
 
 import _signal
 import builtins
+import gc
+import importlib  # noqa: F401 - importing it renames _frozen_importlib's names: never after a snapshot
 import io
 import json
 import os
@@ -50,6 +53,9 @@ import signal
 import struct
 import sys
 import time
+from operator import is_ as _is
+from types import MethodType as _MethodType
+from types import ModuleType as _ModuleType
 
 CHANNEL_FD = 3
 RESULT_FD = 9  # the child's end of its private pipe to the harness
@@ -57,6 +63,9 @@ NONCE_BYTES = 16
 MAX_CHILD_MESSAGE = 8 << 20
 CPU_POLL_S = 0.05  # how often a running child's CPU time is checked against the limit
 _TICKS = os.sysconf("SC_CLK_TCK")
+_BUILTIN_NAMES = frozenset(name for name in vars(builtins) if not name.startswith("__"))
+_object_getattr = object.__getattribute__
+_IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: static built-in types, no attribute can change
 _UNREAPED: list[int] = []  # killed children whose exit status no verdict needs
 MAX_DEPTH = 200
 BIG_INT = 1 << 12000  # ints at least this large travel as hex (JSON readers cap decimal digits)
@@ -91,7 +100,19 @@ _ALWAYS_HACK = {
     "code.__new__",
     "function.__new__",
 }
-_SPAWN = {"os.system", "os.exec", "os.posix_spawn", "os.spawn", "subprocess.Popen", "pty.spawn"}
+# process creation: a forked or spawned process outlives its test and could signal or tamper
+_SPAWN = {
+    "os.system",
+    "os.exec",
+    "os.posix_spawn",
+    "os.spawn",
+    "os.fork",
+    "os.forkpty",
+    "subprocess.Popen",
+    "pty.spawn",
+}
+# attribute assignments that change what existing code does without rebinding a name
+_SET_HACK = {"__code__", "__bases__", "__class__"}
 _PRELOAD = (
     "math",
     "cmath",
@@ -106,24 +127,6 @@ _PRELOAD = (
     "random",
     "copy",
     "operator",
-)
-_GUARDED_MODULES = (
-    "builtins",
-    "math",
-    "cmath",
-    "operator",
-    "copy",
-    "random",
-    "string",
-    "itertools",
-    "functools",
-    "collections",
-    "re",
-    "json",
-    "heapq",
-    "bisect",
-    "fractions",
-    "decimal",
 )
 
 
@@ -228,16 +231,262 @@ def take_messages(buf: bytearray, nonce: bytes) -> list[tuple[str, int, float, b
 # ----------------------------------------------------------------------------- the child
 
 
-def _snapshot_modules() -> list[tuple[dict, dict]]:
-    """(namespace, copy) pairs for modules/classes whose rebinding would forge in-process asserts."""
-    pairs = []
-    for name in _GUARDED_MODULES:
-        module = sys.modules.get(name)
-        if module is None:
+class _Snapshot:
+    """Identity snapshot of what a session can reach: the namespace of each module, of the classes
+    it holds (mutable ones: built-in static types cannot change), and of the instances behind its
+    bound methods (`random.randint` is `random._inst.randint`), plus which module object each
+    `sys.modules` name maps to. Each is kept as a shallow copy, compared by identity.
+
+    Built in the harness process (which never runs untrusted code; `update`) and, in each session
+    child, brought up to date before the solution runs (`refresh`) for the modules that session
+    can reach (`reach`). Checking (`changed`) compares by identity, and on a difference looks at
+    keys of exact type str only, so it never calls anything a solution defined. Any rebinding,
+    removal or new name is a change, except what the interpreter itself adds: a loaded submodule's
+    attribute on its package, `__warningregistry__`, `__slotnames__` (copyreg), and an instance's
+    own data attributes that shadow nothing of its class (`random.gauss` state)."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, tuple[list, list]] = {}  # module -> ([space, copy, label], [owned])
+        self.modules: dict[str, object] = {}
+        self.active: tuple[str, ...] = ()  # the modules `changed` checks
+        self._reach: dict[tuple, tuple[str, ...]] = {}
+        self._seen: set[int] = set()
+
+    @staticmethod
+    def _same(space, copy, _len=len, _all=all, _map=map, _is=_is) -> bool:
+        """Same keys and values, by identity and in order (builtins bound here: patching them does
+        nothing; no `id()`, which is an audited event: the hook would run for every object)."""
+        return (
+            _len(space) == _len(copy)
+            and _all(_map(_is, space, copy))
+            and _all(_map(_is, space.values(), copy.values()))
+        )
+
+    def update(self) -> None:
+        """Add the modules loaded since the last call (and what they hold)."""
+        seen = self._seen
+        for name, module in list(sys.modules.items()):
+            if name in self.modules:
+                continue
+            self.modules[name] = module
+            spaces: list = []
+            owned: list = []
+            self.groups[name] = (spaces, owned)
+            if type(module) is not _ModuleType:
+                continue
+            spaces.append([module.__dict__, dict(module.__dict__), name])
+            for value in list(module.__dict__.values()):
+                if isinstance(value, type):
+                    if value.__flags__ & _IMMUTABLE_TYPE or id(value) in seen:
+                        continue
+                    seen.add(id(value))
+                    spaces.append([value.__dict__, dict(value.__dict__), None])
+                elif type(value) is _MethodType:
+                    owner = value.__self__
+                    space = getattr(owner, "__dict__", None)
+                    if type(space) is dict and id(space) not in seen:
+                        seen.add(id(space))
+                        owned.append([owner, type(owner), space, dict(space)])
+
+    def reach(self, roots: tuple[str, ...], depth: int = 2) -> tuple[str, ...]:
+        """`roots` and the modules their namespaces refer to (modules, or the `__module__` of what
+        they hold), `depth` steps out; cached per roots (call in the harness process)."""
+        if roots not in self._reach:
+            names = {r for r in roots if r in sys.modules}
+            frontier = list(names)
+            for _ in range(depth):
+                found = []
+                for name in frontier:
+                    module = sys.modules.get(name)
+                    if type(module) is not _ModuleType:
+                        continue
+                    for value in list(module.__dict__.values()):
+                        other = (
+                            value.__name__
+                            if type(value) is _ModuleType
+                            else getattr(value, "__module__", None)
+                        )
+                        if type(other) is str and other not in names and other in sys.modules:
+                            names.add(other)
+                            found.append(other)
+                frontier = found
+            self._reach[roots] = tuple(sorted(names))
+        return self._reach[roots]
+
+    def refresh(self, names: tuple[str, ...]) -> None:
+        """Accept the current state of `names` (and modules loaded since `update`) as pristine: the
+        child, before any untrusted code runs. From now on `changed` checks those."""
+        before = set(self.modules)
+        self.update()
+        names = (*names, *(n for n in self.modules if n not in before))
+        for name in names:
+            group = self.groups.get(name)
+            if group is None:
+                continue
+            if sys.modules.get(name) is not self.modules[name]:
+                self.modules[name] = sys.modules.get(name)
+            for entry in group[0]:
+                if not self._same(entry[0], entry[1]):
+                    entry[1] = dict(entry[0])
+            for entry in group[1]:
+                entry[1], entry[3] = type(entry[0]), dict(entry[2])
+        self.active = names
+
+    def changed(self, only=None, _type=type, _str=str, _module=_ModuleType, _vars=vars) -> str | None:
+        """What was rebound, added or removed since `refresh` in the active modules (or in `only`,
+        a subset of them), or None."""
+        same, groups, modules = self._same, self.groups, sys.modules
+        for module_name in self.active if only is None else only:
+            if modules.get(module_name) is not self.modules[module_name]:
+                return f"replaced module {module_name:.80}"
+            spaces, owned = groups[module_name]
+            for entry in spaces:
+                space, copy, name = entry
+                if same(space, copy):
+                    continue
+                for key, value in space.items():
+                    if _type(key) is not _str:
+                        return f"non-string name in {name or 'a class'}"
+                    if key in copy:
+                        if copy[key] is not value and key != "__warningregistry__":
+                            return f"rebound {name or 'a class'}.{key}"[:200]
+                    elif not (
+                        key in ("__warningregistry__", "__slotnames__")
+                        or (name and _type(value) is _module and value.__name__ == name + "." + key)
+                    ):
+                        return f"added {name or 'a class'}.{key}"[:200]
+                for key in copy:
+                    if key not in space:
+                        return f"removed {name or 'a class'}.{key}"[:200]
+                entry[1] = dict(space)  # only what the interpreter adds: accepted
+            for owner, kind, space, copy in owned:  # classes come first, verified: no user code runs
+                if _type(owner) is not kind or _object_getattr(owner, "__dict__") is not space:
+                    return f"replaced the namespace of a {kind.__name__:.80}"
+                if same(space, copy):
+                    continue
+                for key in space:
+                    if _type(key) is not _str:
+                        return f"non-string name in a {kind.__name__:.80}"
+                    for klass in kind.__mro__:
+                        if key in _vars(klass) and copy.get(key, space) is not space[key]:
+                            return f"shadowed {kind.__name__}.{key} on an instance"[:200]
+        return None
+
+
+_PRISTINE: list[_Snapshot] = []  # the harness process's snapshot, reused by every session child
+_ROOTS = ("builtins", "sys", __name__)  # what an assert session reaches: the harness, its modules...
+_CALL_ROOTS = (*_ROOTS, "json", "json.encoder")  # ...a call session: the harness and its encoder
+
+
+def _pristine(spec: dict, chunk: list) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """In the harness process, before a session's fork: import what its trusted test code and
+    setup import (so the test gets the pristine module, not one the solution loaded and patched),
+    bring the snapshot up to date, and return the modules that session can reach and the ones
+    its test code uses directly (checked after every call of the entry point)."""
+    if not _PRISTINE:
+        _PRISTINE.append(_Snapshot())
+    codes = [t["code"] for _, t in chunk if t["kind"] == "assert"]
+    names = _test_imports([*codes, spec.get("setup") or ""] if codes else [])
+    snapshot = _PRISTINE[0]
+    known = len(snapshot.modules)
+    snapshot.update()
+    # call tests are judged on the host: only what the harness itself runs on in the child matters
+    reach = snapshot.reach((*_ROOTS, *names)) if codes else snapshot.reach(_CALL_ROOTS, depth=0)
+    if len(snapshot.modules) != known:
+        gc.freeze()  # the copies live as long as this process: no collection in a child walks them
+    return reach, tuple(n for n in (*_ROOTS, *names) if n in reach)
+
+
+_IMPORTS = None  # compiled lazily: `import a, b.c` / `from a import b` lines of trusted code
+
+
+def _test_imports(codes: list[str]) -> tuple[str, ...]:
+    """Import the modules `codes` import (trusted test or setup code); their names."""
+    import re
+
+    global _IMPORTS
+    if _IMPORTS is None:
+        _IMPORTS = re.compile(r"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import|import[ \t]+([\w., \t]+))", re.M)
+    found = []
+    for code in codes:
+        for match in _IMPORTS.finditer(code):
+            names = [match.group(1)] if match.group(1) else match.group(2).split(",")
+            for name in names:
+                name = name.split()[0] if name.split() else ""
+                if name and not name.startswith(".") and name not in found:
+                    try:
+                        __import__(name)
+                        found.append(name)
+                    except Exception:  # noqa: BLE001 - the test itself will report it
+                        pass
+    return tuple(found)
+
+
+def _fd_ids(fds: tuple[int, ...]) -> tuple:
+    """(device, inode) of each descriptor, None where it is closed."""
+    out = []
+    for fd in fds:
+        try:
+            st = os.fstat(fd)
+            out.append((st.st_dev, st.st_ino))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+def _path_reason(
+    path: object, cwd: str, lstat, readlink, link_target: bool = False, _type=type, _str=str, _bytes=bytes
+) -> str | None:
+    """Why opening `path` (or creating a symlink to it: `link_target`) could reach /proc, or None.
+
+    Only exact str/bytes are accepted (a path object's `__fspath__` could answer differently when
+    the kernel asks); no path may climb (`..`: the cwd, or a directory on the way, may be swapped for
+    a symlink between this check and the kernel's walk); the path is
+    resolved like the kernel does (symlinks included, with the captured `lstat`/`readlink`), and it
+    may not end in or pass through /proc, nor be `/` or `/dev` (directory descriptors from which a
+    relative open reaches /proc; /dev/fd and /dev/std* are links into it)."""
+    kind = _type(path)
+    if kind is _bytes:
+        path = path.decode("utf-8", "surrogateescape")
+    elif kind is not _str:
+        return f"path of type {kind.__name__}"
+    parts = path.split("/")
+    relative = not path.startswith("/")
+    if ".." in parts:
+        return f"climbing path {path[:200]!r}"
+    if relative:
+        parts = cwd.split("/") + parts
+    todo = [p for p in parts if p and p != "."]
+    todo.reverse()
+    done: list[str] = []
+    hops = 0
+    while todo:
+        part = todo.pop()
+        if part == "..":
+            if done:
+                done.pop()
             continue
-        pairs.append((module.__dict__, dict(module.__dict__)))
-    pairs.append((globals(), dict(globals())))
-    return pairs
+        done.append(part)
+        if done[0] == "proc":
+            return f"path into /proc {path[:200]!r}"
+        try:
+            st = lstat("/" + "/".join(done))
+        except (OSError, ValueError):
+            continue  # missing: the rest stays lexical
+        if st.st_mode & 0o170000 == 0o120000:
+            hops += 1
+            if hops > 40:
+                return f"symlink loop {path[:200]!r}"
+            target = readlink("/" + "/".join(done))
+            done.pop()
+            if target.startswith("/"):
+                done = []
+            more = [p for p in target.split("/") if p and p != "."]
+            more.reverse()
+            todo.extend(more)
+    if not done or done == ["dev"] or (link_target and done[0] == "dev"):
+        return f"path {path[:200]!r} resolves to /{'/'.join(done)}"
+    return None
 
 
 def _child(
@@ -248,6 +497,7 @@ def _child(
     files: tuple[int, int, int],
     streams: tuple,
     rlimits: tuple = (),
+    reach: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
 ) -> None:
     """Run `chunk` ([(index, test)]) in this forked process and leave with os._exit; never returns.
 
@@ -255,8 +505,18 @@ def _child(
     then a `R` (ready) message, then one message per test in order. `files`: what fds 0-2 become;
     `streams`: their text streams, built by the parent (`_prepared_stdio`). `rlimits` ([(resource,
     value)]) are the sandbox job's own limits, set first when the harness runs in a pool's worker.
+
+    Sessions share the interpreter with the solution, so the solution may not change what the
+    harness or an in-process check relies on (HACK, whether or not it changed the outcome): the
+    modules, classes and bound-method owners `reach` names (the harness's, builtins, sys, what the
+    setup and test code import, and what those refer to; `_Snapshot`, checked after loading, after
+    each call of the entry point in assert tests, after each assert test, after the last call test
+    and before every open), the descriptors 0-2 and the result pipe; no process creation (in any
+    format), no path into /proc.
+    Checks see the setup's names and the real builtins, never the solution's shadowing globals.
     """
     _write, _exit, _pack, _type, _getframe = os.write, os._exit, struct.pack, type, sys._getframe
+    _str, _reason, _lstat, _readlink, _getcwd = str, _path_reason, os.lstat, os.readlink, os.getcwd
     _cpu = time.process_time
     started = [_cpu()]  # CPU clock at the start of the current test (reported with every message)
     stdio = chunk[0][1]["kind"] == "stdio"
@@ -288,13 +548,27 @@ def _child(
         if hasattr(sys, "set_int_max_str_digits"):
             sys.set_int_max_str_digits(0)
         passes = {index: nonce + b"P" + _pack(">i", index) for index, _ in chunk}
-        snapshot = _snapshot_modules() if any(t["kind"] == "assert" for _, t in chunk) else []
+        fds = (0, 1, 2, RESULT_FD)
+        fds_before = _fd_ids(fds)
     except BaseException as exc:  # noqa: BLE001 - harness failure, not the solution's
         send("I", first, repr(exc).encode())
         _exit(0)
 
     my_pid = os.getpid()
     current = [first]
+    snapshot = None if stdio else _PRISTINE[0]
+
+    armed = [False]  # the snapshot is current: from the solution on
+
+    direct: list[str] = []  # the modules checked after each call of the entry point
+
+    def tampered(light: bool = False) -> str | None:
+        if not armed[0]:
+            return None
+        reason = snapshot.changed(direct if light else None)
+        if reason is None and _fd_ids(fds) != fds_before:
+            reason = "replaced a standard or result descriptor"
+        return reason
 
     def hook(event: str, args: tuple) -> None:
         if current[0] is None:
@@ -309,9 +583,27 @@ def _child(
             return
         elif event in _ALWAYS_HACK or event.startswith("ctypes."):
             reason = event
+        elif event == "open" or event == "os.chdir" or event == "os.symlink":
+            if _type(args[0]) is int:
+                return  # an open descriptor (fdopen, fchdir): its path was checked when opened
+            index, current[0] = current[0], None
+            try:
+                cwd = _getcwd()
+                if event == "os.symlink":  # (target, link, dir_fd): where would the link point?
+                    link = args[1] if _type(args[1]) is _str else ""
+                    base = (link if link.startswith("/") else cwd + "/" + link).rsplit("/", 1)[0]
+                    why = "symlink relative to a descriptor" if args[2] != -1 else None
+                    why = why or _reason(args[0], base or "/", _lstat, _readlink, link_target=True)
+                else:
+                    why = _reason(args[0], cwd, _lstat, _readlink)
+                why = why or tampered()  # a patched module must not steer what is opened
+            finally:
+                current[0] = index
+            if why is not None:
+                reason = f"{event}: {why}"
         elif event == "compile":  # code posing as the harness or a trusted stdlib file passes the frame check
             name = args[1]
-            if _type(name) is str and (
+            if _type(name) is _str and (
                 name == _RUNNER_FILE or name in _FRAME_OK or name.startswith("<frozen")
             ):
                 reason = f"compile as {name}"
@@ -333,29 +625,32 @@ def _child(
                 current[0] = index
             if caller != _RUNNER_FILE and caller not in _FRAME_OK:
                 reason = f"{event} {args[1] if event != 'sys._getframe' else ''} from {caller}"
-        elif (
-            event == "object.__setattr__" and args[1] == "__code__" and _type(args[0]).__name__ == "function"
-        ):
-            reason = "replaced the code of a function"
-        elif (
-            event == "open"
-            and _type(args[0]) is str
-            and args[0].startswith("/proc/")
-            and (args[0].endswith("/mem") or "/fd" in args[0])
-        ):
-            reason = f"open {args[0]}"
+        elif event == "object.__setattr__" and args[1] in _SET_HACK:
+            reason = f"set {args[1]} of a {_type(args[0]).__name__}"
         if reason is not None:
             send("H", current[0], reason.encode()[:500])
             _exit(0)
 
     sys.addaudithook(hook)
-    module = type(sys)("__main__" if stdio else "solution")  # a real module: dataclasses, pickle look it up
-    sys.modules[module.__name__] = module
-    ns = module.__dict__
-    ns["__builtins__"] = builtins
+    ns: dict = {}
+    setup_names: dict = {}
     try:
-        exec(compile(spec.get("setup") or "", "<setup>", "exec"), ns)
-        setup_ns = dict(ns)
+        if not stdio:  # the setup gets a module of its own: the solution's globals never steer it
+            setup_module = _ModuleType("rlvr_setup")
+            sys.modules[setup_module.__name__] = setup_module
+            setup_module.__dict__["__builtins__"] = builtins
+            exec(compile(spec.get("setup") or "", "<setup>", "exec"), setup_module.__dict__)
+            setup_names = {k: v for k, v in vars(setup_module).items() if not k.startswith("__")}
+            snapshot.refresh(reach[0])  # the state every check of this session must see again
+            direct[:] = (*reach[1], setup_module.__name__)
+            armed[0] = True
+        module = _ModuleType("__main__" if stdio else "solution")  # dataclasses, pickle look it up
+        sys.modules[module.__name__] = module
+        ns = module.__dict__
+        ns["__builtins__"] = builtins
+        if stdio:
+            exec(compile(spec.get("setup") or "", "<setup>", "exec"), ns)
+        ns.update(setup_names)
     except BaseException as exc:  # noqa: BLE001
         send("I", first, f"setup failed: {type(exc).__name__}: {exc}".encode()[:2000])
         _exit(0)
@@ -387,15 +682,27 @@ def _child(
         except MemoryError:
             send("M", first)
         _exit(0)
+    why = tampered()
+    if why is not None:
+        send("H", first, f"while loading: {why}".encode()[:500])
+        _exit(0)
     send("R", first)
     entry = spec.get("entry_point")
+    # what a test sees: the solution's names minus any that shadow a builtin (a check's `len`,
+    # `tuple`, `sorted` are the real ones); assert tests also get the setup's own names back
+    visible = {k: v for k, v in ns.items() if k not in _BUILTIN_NAMES or k == entry}
+    last = chunk[-1][0]
     for index, test in chunk:
         current[0], started[0] = index, _cpu()
         try:
             if test["kind"] == "call":
-                scope = dict(ns)
+                scope = dict(visible)
                 scope["__rlvr_args__"] = test.get("args")
                 values = [eval(compile(call, "<test>", "eval"), scope) for call in test["calls"]]
+                why = tampered() if index == last else None  # a call's verdict is the host's
+                if why is not None:
+                    send("H", index, why.encode()[:500])
+                    _exit(0)
                 try:
                     body = json.dumps(encode(values), separators=(",", ":")).encode()
                 except NotBuiltin as nb:
@@ -403,17 +710,17 @@ def _child(
                     continue
                 send("V", index, body)
                 continue
-            scope = dict(ns)
-            scope.update({k: v for k, v in setup_ns.items() if k != entry})
+            scope = dict(visible)
+            scope.update({k: v for k, v in setup_names.items() if k != entry})
+            scope["__builtins__"] = builtins
             if entry:
-                scope[entry] = _guard(ns[entry], send, _exit, index) if entry in ns else None
+                scope[entry] = _guard(ns[entry], send, _exit, index, tampered) if entry in ns else None
             exec(compile(test["code"], "<test>", "exec"), scope)
             _join_threads()
-            for live, copy in snapshot:
-                for key, value in copy.items():
-                    if live.get(key, _exit) is not value:
-                        send("H", index, f"rebound {key}".encode()[:200])
-                        _exit(0)
+            why = tampered()
+            if why is not None:
+                send("H", index, why.encode()[:500])
+                _exit(0)
             frame = passes[index] + _pack(">d", _cpu() - started[0])
             data = _pack(">I", len(frame)) + frame
             while data:
@@ -424,6 +731,10 @@ def _child(
         except MemoryError:
             send("M", index)
         except BaseException as exc:  # noqa: BLE001
+            why = tampered()
+            if why is not None:
+                send("H", index, why.encode()[:500])
+                _exit(0)
             send("E", index, _describe(exc))
     _exit(0)
 
@@ -438,11 +749,18 @@ def _join_threads() -> None:
             thread.join()
 
 
-def _guard(fn, send, exit_, index):
-    """Wrap the entry point for in-process asserts: only exact-builtin values may come back."""
+def _guard(fn, send, exit_, index, tampered):
+    """Wrap the entry point for in-process asserts: only exact-builtin values may come back, and
+    nothing the check relies on may have changed when a call returns (or raises)."""
 
     def candidate(*args, **kwargs):
-        value = fn(*args, **kwargs)
+        try:
+            value = fn(*args, **kwargs)
+        finally:
+            why = tampered(light=True)
+            if why is not None:
+                send("H", index, why.encode()[:500])
+                exit_(0)
         try:
             check_builtin(value)
         except NotBuiltin as nb:
@@ -543,6 +861,7 @@ def supervise(spec: dict, chunk: list, rlimits: tuple = ()) -> list[dict]:
     _reap()
     nonce = os.urandom(NONCE_BYTES)
     stdio = chunk[0][1]["kind"] == "stdio"
+    reach = ((), ()) if stdio else _pristine(spec, chunk)  # built here, updated in the child
     res_r, res_w = os.pipe()
     if stdio:
         out_r, out_w = os.pipe()
@@ -558,7 +877,7 @@ def supervise(spec: dict, chunk: list, rlimits: tuple = ()) -> list[dict]:
     pid = os.fork()
     if pid == 0:
         try:
-            _child(spec, chunk, nonce, res_w, files, streams, rlimits)
+            _child(spec, chunk, nonce, res_w, files, streams, rlimits, reach)
         finally:
             os._exit(70)
     streams = None
@@ -614,6 +933,7 @@ def supervise(spec: dict, chunk: list, rlimits: tuple = ()) -> list[dict]:
             data = os.read(key.fd, 1 << 16)
             if not data:
                 sel.unregister(key.fd)
+                os.close(key.fd)  # a warm worker runs many tests: nothing may stay open
                 del streams[key.fd]
                 continue
             target += data
@@ -754,7 +1074,17 @@ def _json_or_text(body: bytes) -> object:
         return body.decode(errors="replace")[:2000]
 
 
+def _non_dumpable() -> None:
+    """PR_SET_DUMPABLE 0: the children (same uid, no capabilities) can then neither ptrace this
+    process nor open its /proc/<pid>/mem or fd/* (a warm pool's worker does the same)."""
+    import ctypes
+
+    if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+
+
 def main() -> int:
+    _non_dumpable()
     for fd in (0, 1, 2):  # keep 0-2 taken so that no pipe of ours lands there
         try:
             os.fstat(fd)

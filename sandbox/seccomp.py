@@ -3,7 +3,8 @@
 Denied with EPERM: kernel keyrings (`add_key`, `request_key`, `keyctl`: the user keyring outlives a
 job and would carry data to the next job in the same warm worker), `bpf`, `perf_event_open`,
 `userfaultfd`, `io_uring_*`, file-handle and kexec calls: kernel attack surface a test solution
-never needs. System calls of a foreign ABI (i386 `int 0x80`, x32) kill the process, so the list
+never needs; `ptrace`, `process_vm_readv/writev` and `pidfd_getfd`: reading or writing another
+process's memory or descriptors (the harness's pass tokens), whatever its dumpable flag. System calls of a foreign ABI (i386 `int 0x80`, x32) kill the process, so the list
 cannot be sidestepped. Everything else is allowed; capabilities are already all dropped.
 Unknown architectures get no filter (`program()` returns None) and the sandbox says so.
 """
@@ -40,6 +41,10 @@ _ARCHES = {
             "open_by_handle_at": 304,
             "kexec_load": 246,
             "kexec_file_load": 320,
+            "ptrace": 101,
+            "process_vm_readv": 310,
+            "process_vm_writev": 311,
+            "pidfd_getfd": 438,
         },
     ),
     "aarch64": (
@@ -58,6 +63,10 @@ _ARCHES = {
             "open_by_handle_at": 265,
             "kexec_load": 104,
             "kexec_file_load": 294,
+            "ptrace": 117,
+            "process_vm_readv": 270,
+            "process_vm_writev": 271,
+            "pidfd_getfd": 438,
         },
     ),
 }

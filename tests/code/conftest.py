@@ -114,6 +114,20 @@ def code_sandbox():
     asyncio.run(sandbox.close())
 
 
+@pytest.fixture(scope="session")
+def one_shot():
+    """The bwrap backend without its warm pool: every harness job is a fresh `python3 run.py`."""
+    from sandbox.bwrap import BwrapConfig, BwrapSandbox
+    from sandbox.core import SandboxUnavailable
+
+    try:
+        box = BwrapSandbox(BwrapConfig(slots=2, warm_pool=False))
+    except SandboxUnavailable as exc:
+        pytest.skip(f"bubblewrap unavailable: {exc}")
+    yield box
+    box.close_sync()
+
+
 class CountingSandbox:
     """Delegates to a real sandbox and counts the jobs it was asked to run."""
 

@@ -43,19 +43,6 @@ def test_pool_recognises_only_exact_harness_jobs():
     assert harness_job("{}", Limits()).files.keys() == {*runner_files(), "spec.json"}
 
 
-@pytest.fixture(scope="module")
-def one_shot():
-    from sandbox.bwrap import BwrapConfig, BwrapSandbox
-    from sandbox.core import SandboxUnavailable
-
-    try:
-        box = BwrapSandbox(BwrapConfig(slots=2, warm_pool=False))
-    except SandboxUnavailable as exc:
-        pytest.skip(f"bubblewrap unavailable: {exc}")
-    yield box
-    box.close_sync()
-
-
 @pytest.mark.parametrize("suite_name", ["call", "assert"])
 async def test_one_shot_harness_gives_the_same_cheat_verdicts(one_shot, code_sandbox, suite_name):
     suite = CALL if suite_name == "call" else ASSERT
@@ -71,8 +58,9 @@ async def test_one_shot_harness_gives_the_same_cheat_verdicts(one_shot, code_san
 
 
 async def test_child_cannot_reach_the_pool_worker(code_sandbox):
-    """Signals to PID 1 (no audit event for pidfd signals) and its /proc fds, then an honest answer:
-    the worker survives (no recycle), the answer is credited, nothing forged gets in."""
+    """Signals to PID 1 (no audit event for pidfd signals) and its /proc fds (flagged by the audit
+    hook; the kernel barrier is tested with stdio below), then an honest answer: the worker survives
+    (no recycle), nothing forged gets in."""
     stats = getattr(code_sandbox, "stats", None)
     if stats is None or not getattr(code_sandbox.config, "warm_pool", False):
         pytest.skip("needs the bwrap warm pool")
@@ -99,7 +87,7 @@ async def test_child_cannot_reach_the_pool_worker(code_sandbox):
     rubric = CodeRubric(code_sandbox, CodeRubricConfig(static_hack_scan=False))
     recycles = stats["worker_recycles"]
     res = await rubric.score(Sample(prompt="", completion=fenced(attack), answer=CALL))
-    assert res.score == 1.0 and res.status is Status.OK, res
+    assert res.score == 0.0 and res.status is Status.HACK and "/proc" in res.reason, res  # the audit hook
     assert stats["worker_recycles"] == recycles
     after = await rubric.score(
         Sample(prompt="", completion=fenced("def f(x):\n    return x + 1"), answer=CALL)
@@ -123,3 +111,18 @@ def test_static_scan_text_prefilter_keeps_every_hit():
         tree = ast.parse(code)
         assert (static_hack_scan(tree, code) is not None) is flagged, code
         assert static_hack_scan(tree, code) == static_hack_scan(tree), code
+
+
+CWD_WRITER = (
+    "def f(x):\n    with open('scratch.txt', 'w') as out:\n        out.write(str(x * x))\n"
+    "    with open('scratch.txt') as back:\n        return int(back.read())\n"
+)
+
+
+async def test_solutions_may_write_in_their_cwd(code_sandbox, one_shot):
+    """A correct solution that writes a file in its working directory passes everywhere (13.6:
+    the Docker worker ran harness children in the read-only /; its test is in test_docker_backend)."""
+    for box in (code_sandbox, one_shot):
+        for suite in (CALL, ASSERT):
+            res = await CodeRubric(box).score(Sample(prompt="", completion=fenced(CWD_WRITER), answer=suite))
+            assert res.score == 1.0 and res.status is Status.OK, (box.describe(), res)

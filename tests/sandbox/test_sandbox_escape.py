@@ -349,3 +349,22 @@ def test_foreign_abi_syscalls_are_killed(sb):
     res = sb.run_sync(py(code))
     assert b"SURVIVED" not in res.stdout, res
     assert_healthy(sb)
+
+
+def test_no_syscall_reaches_another_process_memory(sb):
+    """ptrace, process_vm_readv/writev and pidfd_getfd are denied by seccomp (EPERM) whatever the
+    target's dumpable flag (13.3): here aimed at the job's own parent, harmlessly (read 1 byte)."""
+    code = (
+        "import ctypes, os, platform\n"
+        "nrs = {'x86_64': (101, 310, 438), 'aarch64': (117, 270, 438)}[platform.machine()]\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "buf = ctypes.create_string_buffer(1)\n"
+        "iov = (ctypes.c_void_p * 2)(ctypes.addressof(buf), 1)\n"
+        "calls = [(nrs[0], 16, os.getppid(), 0, 0), (nrs[1], os.getppid(), iov, 1, iov, 1, 0),\n"
+        "         (nrs[2], os.pidfd_open(os.getpid()), 0, 0)]\n"
+        "for args in calls:\n"
+        "    print(libc.syscall(*args), ctypes.get_errno())\n"
+    )
+    res = sb.run_sync(py(code))
+    assert res.stdout == b"-1 1\n-1 1\n-1 1\n", res
+    assert_healthy(sb)

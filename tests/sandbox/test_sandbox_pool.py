@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 
 import pytest
@@ -123,3 +124,19 @@ async def test_bounded_concurrency_and_backpressure():
         assert len(box._workers) == 2 and box.stats["worker_starts"] == 2  # never more than `slots`
     finally:
         await box.close()
+
+
+@pytest.mark.parametrize("warm_pool", [False, True])
+def test_close_leaves_no_cgroup_behind(warm_pool):
+    """close() removes every cgroup directory it made, on v1 (two hierarchies) and v2 (13.7)."""
+    box = BwrapSandbox(BwrapConfig(slots=2, warm_pool=warm_pool))
+    if box.cgroups is None:
+        box.close_sync()
+        pytest.skip("no cgroups on this host")
+    asyncio.run(box.warm_up())  # every slot thread starts its own worker
+    assert box.stats["worker_starts"] == (2 if warm_pool else 0)
+    assert box.run_sync(py("print(1)")).stdout == b"1\n"
+    bases = list(box.cgroups.bases.values())
+    assert bases and all(b.is_dir() for b in bases)
+    box.close_sync()
+    assert [b for b in bases if b.exists()] == []
