@@ -7,8 +7,8 @@ Contract:
 * Canaries short-circuit WITHOUT a judge call: an empty final segment scores 0 (`no_answer`), a
   "master key" reply (":", "Solution", "Let's solve this problem step by step.", ...) scores 0 (`hack`).
 * Every judge failure is unverified (`score=None`): `timeout` when the endpoint never answered in
-  time, else `error` with the failure kind first in the reason (judge_error, truncated, refusal,
-  parse_error, out_of_range, low_confidence). A failure never becomes a number.
+  time, else `error` with the failure kind first in the reason (judge_error, malformed_reply,
+  truncated, refusal, parse_error, out_of_range, low_confidence). A failure never becomes a number.
 * Verdicts are parsed by one strict grammar (`mode`: tag / json / choice / logprobs; see
   `rubrics.judge_parse`), after cutting out verbatim restatements of our own prompt (a judge that
   repeats the instructions after its verdict is read by its verdict). The score is the verdict mapped onto [0, 1] (`normalize=True`) or the raw
@@ -91,7 +91,7 @@ class JudgeConfig(BaseModel):
     base_url: str = Field(default="http://127.0.0.1:9002/v1", description="OpenAI-compatible base URL")
     model: str = Field(default="judge", description="Model name served at base_url")
     api_key_env: str = Field(default="JUDGE_API_KEY", description="Env var holding the API key")
-    timeout_s: float = Field(default=60.0, gt=0, description="Per-attempt timeout")
+    timeout_s: float = Field(default=60.0, gt=0, description="Overall deadline per attempt (s)")
     max_retries: int = Field(default=3, ge=0, description="Retries on transient errors (5xx, 429, timeouts)")
     backoff_s: float = Field(default=0.5, ge=0, description="First backoff ceiling (full jitter, doubles)")
     max_concurrency: int = Field(default=64, ge=1, description="Requests in flight per process")
@@ -250,6 +250,7 @@ class JudgeRubric(Rubric):
         for kind in (
             "timeout",
             "judge_error",
+            "malformed_reply",
             "truncated",
             "refusal",
             "parse_error",
@@ -392,7 +393,8 @@ class JudgeRubric(Rubric):
         try:
             reply = await client.chat(body)
         except JudgeCallError as exc:
-            return self._count(Verdict(None, "timeout" if exc.timeout else "judge_error", str(exc)))
+            kind = "timeout" if exc.timeout else exc.kind
+            return self._count(Verdict(None, kind, str(exc)))
         # logprobs mode reads only the first token: stopping there (max_tokens=1) is not a truncation
         if reply.finish_reason == "length" and not (self.config.mode == "logprobs" and reply.logprobs):
             return self._count(Verdict(None, "truncated", "judge hit max_tokens before its verdict"))
