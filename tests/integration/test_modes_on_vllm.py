@@ -193,3 +193,12 @@ def test_serve_gives_up_when_no_trainer_registers(vllm_server, run_api):
     result = run_env(QA, "serve", vllm_server, "--env.rollout_server_url", run_api, "--env.trainer_wait_s", "2",
                      timeout=120)  # fmt: skip
     assert result.returncode != 0 and "no trainer registered" in result.stderr
+
+
+def test_a_non_json_dataset_file_is_one_line_naming_it(vllm_server, tmp_path):
+    bad = tmp_path / "rows.json"
+    bad.write_text("question,answer\n2+2,4\n")
+    result = run_env(QA, "process", vllm_server, "--env.dataset", str(bad), "--env.total_steps", "1",
+                     timeout=120)  # fmt: skip
+    last = result.stderr.strip().splitlines()[-1]
+    assert result.returncode != 0 and str(bad) in last and "not valid JSON" in last
