@@ -22,8 +22,17 @@ What this class fixes once for every environment (see shared/briefs/atropos.md):
   `serve` with a clear message.
 * every network call has a timeout; registration fails fast when the trainer never starts;
   `batch_size % group_size` is checked against the trainer's `/info`.
-* serve sends `inference_logprobs`, `generation_params` (temperature) and
+* serve sends `inference_logprobs`, `generation_params` (temperature, `logprobs_mode`) and
   `set_advantage_to_zero` for truncated samples, and checks every group's alignment first.
+  `inference_logprobs` follow `logprobs_mode`: "processed" (default) = logprobs of the distribution
+  actually sampled from (temperature and top-p applied), which is what atroposlib's trainer compares
+  against (it divides its logits by `generation_params.temperature`); "raw" = the model's unscaled
+  logprobs (stock vLLM's default). When sampling changes them (temperature or top-p != 1), serve and
+  process probe the server once and stop, in one line, if it returns the other convention.
+* an inference server that dies or hangs is reported within seconds, waited for (or the run stops,
+  `on_server_down=stop`) and resumed from; run-api outages and a missing trainer are said in one
+  line each, with what the env waits for (`environments/server_health.py`). serve is quiet: one
+  summary line every `status_every_s`; `--env.verbose true` adds atroposlib's per-loop lines.
 """
 
 from __future__ import annotations
@@ -37,12 +46,31 @@ import time
 from collections import Counter
 from typing import Any, ClassVar, Literal
 
+import aiohttp
+import httpx
 from atroposlib.envs.base import BaseEnv, BaseEnvConfig, ScoredDataGroup
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 from pydantic import Field, ValidationError
+from tenacity import retry_if_not_exception_type, stop_after_attempt
 
 from environments.rollouts import GroupOutcome, assemble_group, sample_group
-from environments.servers import TOKEN_CAPABLE, check_reachable, server_class_for
+from environments.server_health import (
+    CONNECT_ERRORS,
+    InferenceWatcher,
+    OnDown,
+    Outage,
+    call_until_back,
+    describe,
+    is_connect_error,
+    unwrap,
+)
+from environments.servers import (
+    TOKEN_CAPABLE,
+    LogprobsMode,
+    check_logprobs_mode,
+    check_reachable,
+    server_class_for,
+)
 from environments.task import Item, Task
 from rubrics.core import RewardResult, Rubric, Status
 
@@ -71,6 +99,17 @@ class RubricEnvConfig(BaseEnvConfig):
         description="server_type vllm: 'openai' = stock vLLM server, 'generate' = atroposlib's /generate",
     )
     seed: int = Field(default=0, description="Shuffling seed of the train items")
+    logprobs_mode: LogprobsMode = Field(
+        default="processed",
+        description="inference_logprobs sent: 'processed' = of the sampling distribution (temperature, "
+        "top-p applied; what trainers expect; vLLM --logprobs-mode processed_logprobs) or 'raw'",
+    )
+    on_server_down: OnDown = Field(
+        default="wait",
+        description="Inference server down: 'wait' (status lines, resume when back) or 'stop' cleanly",
+    )
+    status_every_s: float = Field(default=30.0, gt=0, description="Period of status/summary lines")
+    verbose: bool = Field(default=False, description="serve: atroposlib's per-loop status lines too")
 
 
 def _explicit_wandb() -> bool:
@@ -166,12 +205,30 @@ class RubricEnv(BaseEnv):
         self.drops: Counter[str] = Counter()
         self.statuses: Counter[str] = Counter()
         self.groups_ok = 0
+        self.inflight = 0
+        self._trains = False  # serve/process: logprobs are sent/written, so their convention is checked
+        self.watcher: InferenceWatcher | None = None
+        self._outage: Outage | None = None
+        self._last_summary = 0.0
+        quiet_atroposlib(config.verbose)
 
     # ---------------------------------------------------------------- data
     async def setup(self) -> None:
         for server in self.server.servers:
             if hasattr(server, "config"):
                 await asyncio.to_thread(check_reachable, server)
+        sampling_changes_logprobs = self.config.temperature != 1.0 or self.config.top_p != 1.0
+        if self._trains and self.token_capable and sampling_changes_logprobs:
+            for server in self.server.servers:
+                await asyncio.to_thread(check_logprobs_mode, server, self.config.logprobs_mode)
+        if self.watcher is None:
+            self.watcher = InferenceWatcher(
+                self.server.servers,
+                policy=self.config.on_server_down,
+                status_every_s=self.config.status_every_s,
+                waiting=lambda: f"{self.inflight} group(s) waiting" if self.inflight else "",
+            )
+            await self.watcher.start()
         self.train_items = self._load("train", self.config.train_limit)
         self.eval_items = self._load("eval", self.config.eval_limit)
         random.Random(self.config.seed).shuffle(self.train_items)
@@ -215,6 +272,7 @@ class RubricEnv(BaseEnv):
             self.token_capable,
             self.config.request_timeout_s,
             split=split,
+            watcher=self.watcher,
         )
         samples = [item.sample(r.text) for r in rollouts]
         assert self.rubric is not None, "setup() not called"
@@ -226,17 +284,40 @@ class RubricEnv(BaseEnv):
         self.statuses.update(r.status.value for r in results)
         return rollouts, results
 
+    async def _rollouts(self, item: Item) -> tuple[list, list[RewardResult]] | GroupOutcome:
+        """`rollout_and_score`, or why inference failed. An inference failure during an outage of
+        the inference server is retried once the server is back (at most 3 times), never blamed on
+        slowness."""
+        for _attempt in range(4):
+            outages = self.watcher.outages if self.watcher else 0
+            try:
+                return await self.rollout_and_score(item, self.config.group_size)
+            except asyncio.TimeoutError:
+                failed = GroupOutcome(
+                    None, "timeout", f"inference took longer than {self.config.request_timeout_s}s"
+                )
+            except Exception as exc:  # noqa: BLE001 - one failing group must not end the run
+                failed = GroupOutcome(None, "error", f"{type(exc).__name__}: {exc}")
+            watcher = self.watcher
+            if watcher is None:
+                return failed
+            await watcher.next_round()  # a server that just died is seen as down by now
+            if (watcher.outages == outages and not watcher.down) or watcher.stop_reason:
+                return failed
+            await watcher.wait_up()
+        return failed
+
     async def group_for(self, item: Item, training: bool) -> GroupOutcome:
         """Rollouts → rewards → a checked group, or the drop reason (counted, never raised)."""
+        self.inflight += 1
         try:
-            rollouts, results = await self.rollout_and_score(item, self.config.group_size)
-        except asyncio.TimeoutError:
-            outcome = GroupOutcome(
-                None, "timeout", f"inference took longer than {self.config.request_timeout_s}s"
-            )
-        except Exception as exc:  # noqa: BLE001 - one failing group must not end the run
-            outcome = GroupOutcome(None, "error", f"{type(exc).__name__}: {exc}")
+            got = await self._rollouts(item)
+        finally:
+            self.inflight -= 1
+        if isinstance(got, GroupOutcome):
+            outcome = got
         else:
+            rollouts, results = got
             outcome = assemble_group(
                 item.prompt,
                 rollouts,
@@ -250,6 +331,8 @@ class RubricEnv(BaseEnv):
                 eos_token_id=None,
             )
             if outcome.group is not None:
+                if outcome.group["inference_logprobs"] is not None:
+                    outcome.group["generation_params"]["logprobs_mode"] = self.config.logprobs_mode
                 outcome.group["rewards"] = [r.to_dict() for r in results if r.verified]
                 outcome.group["finish_reasons"] = [
                     r.finish_reason for r, s in zip(rollouts, results, strict=True) if s.verified
@@ -278,19 +361,63 @@ class RubricEnv(BaseEnv):
                 "or --env.vllm_api generate for atroposlib's /generate server) or sglang; OpenAI-only "
                 "endpoints can run `process` and `evaluate` only"
             )
+        self._trains = True
         await super().env_manager()
 
+    # ---------------------------------------------------------------- serve: run-api, quiet logs
+    def _api_outage(self) -> Outage:
+        if self._outage is None:
+            self._outage = Outage(
+                "run-api (the trajectory API)", self.config.rollout_server_url, self.config.status_every_s
+            )
+        return self._outage
+
+    async def _post_register(self) -> dict[str, Any]:
+        body = {
+            "max_token_length": self.config.max_token_length,
+            "desired_name": self.config.wandb_name,
+            "weight": self.config.inference_weight,
+            "min_batch_allocation": self.config.min_batch_allocation,
+            "group_size": self.config.group_size,
+        }
+        async with httpx.AsyncClient(timeout=30, trust_env=False) as http:
+            resp = await http.post(f"{self.config.rollout_server_url}/register-env", json=body)
+            resp.raise_for_status()
+            return resp.json()
+
     async def register_env(self) -> None:
-        deadline = time.monotonic() + self.config.trainer_wait_s
+        """Register with run-api, saying what is wrong and what it waits for: run-api not answering
+        (waits for it to start), or no trainer registered yet (waits for one); both give up after
+        `trainer_wait_s`."""
+        wait_s = self.config.trainer_wait_s
+        url = self.config.rollout_server_url
+        deadline = time.monotonic() + wait_s
+        announced = 0.0
         while True:
-            data = await asyncio.wait_for(self._register_env(), 30)
+            data = await call_until_back(
+                self._post_register,
+                self._api_outage(),
+                waits_for=f"waiting for it to start (giving up after {wait_s:.0f}s)",
+                give_up_s=wait_s,
+            )
             if data.get("status") == "success":
                 break
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if now > deadline:
                 raise SystemExit(
-                    f"no trainer registered with {self.config.rollout_server_url} within "
-                    f"{self.config.trainer_wait_s:.0f}s (run-api answered {data.get('status')!r})"
+                    f"no trainer registered with {url} within {wait_s:.0f}s "
+                    f"(run-api answered {data.get('status')!r})"
                 )
+            if not announced or now - announced >= self.config.status_every_s:
+                log.warning(
+                    "run-api at %s is up but no trainer has registered (it answered %r); waiting for a "
+                    "trainer to POST /register (%.0fs of %.0fs)",
+                    url,
+                    data.get("status"),
+                    wait_s - (deadline - now),
+                    wait_s,
+                )
+                announced = now
             await asyncio.sleep(1)  # atroposlib's protocol: poll until the trainer registers
         self.env_id = data["env_id"]
         self.wandb_prepend = data["wandb_name"]
@@ -299,8 +426,83 @@ class RubricEnv(BaseEnv):
         self.checkpoint_interval = data["checkpoint_interval"]
         if self.config.total_steps == -1:
             self.config.total_steps = data["num_steps"]
+        log.info("registered with run-api at %s as env %s", url, self.env_id)
         if self.curr_step > 0:
             self.load_checkpoint()
+
+    async def get_status(self) -> None:
+        """atroposlib's status poll, waiting out a run-api outage (rollouts pause, scored groups are
+        held) and registering again when a restarted run-api no longer knows this env."""
+
+        async def once() -> None:
+            await asyncio.wait_for(_once(BaseEnv.get_status)(self), 30)
+
+        waits_for = "rollouts pause until it is back (scored groups are held, not dropped)"
+        try:
+            await call_until_back(once, self._api_outage(), waits_for=waits_for)
+        except aiohttp.ClientResponseError as exc:
+            if exc.status < 500:
+                raise
+            log.warning(
+                "run-api at %s answered %s to /status-env: it no longer knows env %s (restarted?); "
+                "registering again",
+                self.config.rollout_server_url,
+                exc.status,
+                self.env_id,
+            )
+            await self.register_env()
+            await self.get_server_info()
+            await call_until_back(once, self._api_outage(), waits_for=waits_for)
+
+    async def _send_scored_data_to_api(self, scored_data: Any) -> None:
+        """atroposlib's send, holding the group through a run-api outage. It is sent again only once
+        run-api knows this env (after a restart: once `get_status` has registered again), since a
+        group posted before the trainer registers would corrupt run-api's state."""
+        send = BaseEnv._send_scored_data_to_api.retry_with(  # type: ignore[attr-defined]
+            retry=retry_if_not_exception_type(CONNECT_ERRORS), reraise=True
+        )
+        while True:
+            while not await self._env_known():  # get_status says why, and registers again
+                await asyncio.sleep(1)  # the retry period while run-api is away
+            try:
+                return await send(self, scored_data)
+            except Exception as exc:  # noqa: BLE001 - only connection failures are waited out
+                if not is_connect_error(exc):
+                    raise
+                self._api_outage().failed(describe(unwrap(exc)), "holding scored groups until it is back")
+
+    async def _env_known(self) -> bool:
+        try:
+            async with httpx.AsyncClient(timeout=10, trust_env=False) as http:
+                resp = await http.request(
+                    "GET", f"{self.config.rollout_server_url}/status-env", json={"env_id": self.env_id}
+                )
+        except httpx.HTTPError:
+            return False
+        return resp.status_code == 200
+
+    async def env_step_checks(self) -> None:
+        """Stop cleanly when the inference server is down under `on_server_down=stop`, and log one
+        summary line every `status_every_s` (atroposlib's per-loop lines only with --env.verbose)."""
+        if self.watcher is not None and self.watcher.stop_reason:
+            raise SystemExit(self.watcher.stop_reason)
+        await super().env_step_checks()
+        now = time.monotonic()
+        if now - self._last_summary >= self.config.status_every_s:
+            self._last_summary = now
+            status = getattr(self, "status_dict", None) or {}
+            down = self.watcher.down if self.watcher else []
+            log.info(
+                "serve: step %s/%s · trainer queue %s group(s) · %d group(s) sent · dropped %s · "
+                "%d in flight · inference %s",
+                status.get("current_step", "?"),
+                self.config.total_steps,
+                status.get("queue_size", "?"),
+                self.groups_ok,
+                dict(self.drops) or "none",
+                self.inflight,
+                f"DOWN: {', '.join(down)}" if down else "up",
+            )
 
     async def get_server_info(self) -> None:
         await asyncio.wait_for(super().get_server_info(), 30)
@@ -320,6 +522,7 @@ class RubricEnv(BaseEnv):
     async def process_manager(self) -> None:
         from environments.modes import run_process
 
+        self._trains = True
         await run_process(self)
 
     async def _run_evaluate(self) -> None:
@@ -328,6 +531,28 @@ class RubricEnv(BaseEnv):
             await self.evaluate()
         finally:
             await self.close_rubric()
+            await self.close_watcher()
+
+    async def until_stopped(self, awaitable: Any) -> Any:
+        """`await awaitable`, unless the inference server goes down under `on_server_down=stop`:
+        then it is cancelled and SystemExit says which server is down (work already saved is kept)."""
+        watcher = self.watcher
+        if watcher is None or watcher.policy != "stop":
+            return await awaitable
+        task = asyncio.ensure_future(awaitable)
+        stop = asyncio.ensure_future(watcher.stopped.wait())
+        await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            stop.cancel()
+            return task.result()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        raise SystemExit(watcher.stop_reason)
+
+    async def close_watcher(self) -> None:
+        if self.watcher is not None:
+            await self.watcher.aclose()
+            self.watcher = None
 
     async def close_rubric(self) -> None:
         """Release the rubric's pools and clients (sandbox workers, judge connections)."""
@@ -339,6 +564,21 @@ class RubricEnv(BaseEnv):
         from environments.modes import run_evaluate
 
         return await run_evaluate(self)
+
+
+def quiet_atroposlib(verbose: bool) -> None:
+    """serve's per-loop status lines (~15/s, atroposlib sets its env logger to DEBUG) would bury the
+    warnings: atroposlib logs below WARNING only with --env.verbose."""
+    level = logging.INFO if verbose else logging.WARNING
+    names = [n for n in logging.root.manager.loggerDict if n == "atroposlib" or n.startswith("atroposlib.")]
+    for name in {"atroposlib", *names}:
+        logging.getLogger(name).setLevel(level)
+
+
+def _once(method: Any) -> Any:
+    """A tenacity-wrapped atroposlib method with a single attempt that raises its own error (our
+    callers retry, and say why)."""
+    return method.retry_with(stop=stop_after_attempt(1), reraise=True)
 
 
 def _one_line(exc: Exception) -> str:

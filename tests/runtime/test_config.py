@@ -89,3 +89,13 @@ def test_a_directory_given_as_dataset_is_an_error_naming_it(tmp_path):
     (tmp_path / "rows.json").mkdir()
     with pytest.raises(DataSourceError, match="is not a file"):
         QATask(QAEnvConfig(dataset=str(tmp_path / "rows.json"))).items("train")
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_atroposlib_status_lines_only_with_verbose(tiny_model, verbose):
+    import logging
+
+    config = QAEnvConfig(tokenizer_name=str(tiny_model), verbose=verbose)
+    QAEnv(config, [APIServerConfig(base_url="http://127.0.0.1:1/v1", model_name="m", server_type="vllm")])
+    status_line = logging.getLogger("atroposlib.envs.base").isEnabledFor(logging.INFO)
+    assert status_line is verbose
