@@ -100,11 +100,11 @@ class RubricEnvConfig(BaseEnvConfig):
     verbose: bool = Field(default=False, description="serve: atroposlib's per-loop status lines too")
 
 
-def _explicit_wandb() -> bool:
-    """True if the command line itself asked for wandb (`--env.use_wandb true`)."""
+def _cli_flag(name: str) -> bool:
+    """True if the command line itself set boolean `--env.<name>` to true."""
     argv = sys.argv[1:]
     for i, arg in enumerate(argv):
-        if arg.startswith("--env.use_wandb"):
+        if arg.startswith(f"--env.{name}"):
             value = arg.split("=", 1)[1] if "=" in arg else (argv[i + 1] if i + 1 < len(argv) else "")
             return value.strip().lower() in ("1", "true", "yes")
     return False
@@ -124,6 +124,7 @@ class RubricEnv(RunApiClient, BaseEnv):
         reported as one clear line (set RLVR_DEBUG=1 for the traceback)."""
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
         logging.getLogger("httpx").setLevel(logging.WARNING)
+        quiet_atroposlib(_cli_flag("verbose"))  # its CLI's debug dump too, before any env exists
         try:
             super().cli()
         except (SystemExit, KeyboardInterrupt):
@@ -168,7 +169,7 @@ class RubricEnv(RunApiClient, BaseEnv):
             server_configs = [server_configs]  # atroposlib would otherwise ignore base_url
         if config.group_size < 1:
             raise ValueError(f"group_size must be >= 1, got {config.group_size}")
-        if config.use_wandb and not _explicit_wandb():
+        if config.use_wandb and not _cli_flag("use_wandb"):
             config.use_wandb = False
         if not config.wandb_name:
             config.wandb_name = self.name or type(self).__name__
