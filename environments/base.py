@@ -22,8 +22,17 @@ What this class fixes once for every environment (see shared/briefs/atropos.md):
   `serve` with a clear message.
 * every network call has a timeout; registration fails fast when the trainer never starts;
   `batch_size % group_size` is checked against the trainer's `/info`.
-* serve sends `inference_logprobs`, `generation_params` (temperature) and
+* serve sends `inference_logprobs`, `generation_params` (temperature, `logprobs_mode`) and
   `set_advantage_to_zero` for truncated samples, and checks every group's alignment first.
+  `inference_logprobs` follow `logprobs_mode`: "processed" (default) = logprobs of the distribution
+  actually sampled from (temperature and top-p applied), which is what atroposlib's trainer compares
+  against (it divides its logits by `generation_params.temperature`); "raw" = the model's unscaled
+  logprobs (stock vLLM's default). When sampling changes them (temperature or top-p != 1), serve and
+  process probe the server once and stop, in one line, if it returns the other convention.
+* an inference server that dies or hangs is reported within seconds, waited for (or the run stops,
+  `on_server_down=stop`) and resumed from; run-api outages and a missing trainer are said in one
+  line each, with what the env waits for (`server_health.py`, `serve_api.py`). serve is quiet: one
+  summary line every `status_every_s`; `--env.verbose true` adds atroposlib's per-loop lines.
 """
 
 from __future__ import annotations
@@ -33,7 +42,6 @@ import logging
 import os
 import random
 import sys
-import time
 from collections import Counter
 from typing import Any, ClassVar, Literal
 
@@ -42,7 +50,15 @@ from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 from pydantic import Field, ValidationError
 
 from environments.rollouts import GroupOutcome, assemble_group, sample_group
-from environments.servers import TOKEN_CAPABLE, check_reachable, server_class_for
+from environments.serve_api import RunApiClient, quiet_atroposlib
+from environments.server_health import InferenceWatcher, OnDown, Outage
+from environments.servers import (
+    TOKEN_CAPABLE,
+    LogprobsMode,
+    check_logprobs_mode,
+    check_reachable,
+    server_class_for,
+)
 from environments.task import Item, Task
 from rubrics.core import RewardResult, Rubric, Status
 
@@ -75,19 +91,30 @@ class RubricEnvConfig(BaseEnvConfig):
         default="local", description="Score here, or on a Ray cluster (one rubric per node; extra [ray])"
     )
     ray_address: str | None = Field(default=None, description="Ray cluster host:port (default RAY_ADDRESS)")
+    logprobs_mode: LogprobsMode = Field(
+        default="processed",
+        description="inference_logprobs sent: 'processed' = of the sampling distribution (temperature, "
+        "top-p applied; what trainers expect; vLLM --logprobs-mode processed_logprobs) or 'raw'",
+    )
+    on_server_down: OnDown = Field(
+        default="wait",
+        description="Inference server down: 'wait' (status lines, resume when back) or 'stop' cleanly",
+    )
+    status_every_s: float = Field(default=30.0, gt=0, description="Period of status/summary lines")
+    verbose: bool = Field(default=False, description="serve: atroposlib's per-loop status lines too")
 
 
-def _explicit_wandb() -> bool:
-    """True if the command line itself asked for wandb (`--env.use_wandb true`)."""
+def _cli_flag(name: str) -> bool:
+    """True if the command line itself set boolean `--env.<name>` to true."""
     argv = sys.argv[1:]
     for i, arg in enumerate(argv):
-        if arg.startswith("--env.use_wandb"):
+        if arg.startswith(f"--env.{name}"):
             value = arg.split("=", 1)[1] if "=" in arg else (argv[i + 1] if i + 1 < len(argv) else "")
             return value.strip().lower() in ("1", "true", "yes")
     return False
 
 
-class RubricEnv(BaseEnv):
+class RubricEnv(RunApiClient, BaseEnv):
     """Shared serve/process/evaluate machinery over a `Task` (see module docstring)."""
 
     name: ClassVar[str | None] = None
@@ -101,6 +128,7 @@ class RubricEnv(BaseEnv):
         reported as one clear line (set RLVR_DEBUG=1 for the traceback)."""
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
         logging.getLogger("httpx").setLevel(logging.WARNING)
+        quiet_atroposlib(_cli_flag("verbose"))  # its CLI's debug dump too, before any env exists
         try:
             super().cli()
         except (SystemExit, KeyboardInterrupt):
@@ -145,7 +173,7 @@ class RubricEnv(BaseEnv):
             server_configs = [server_configs]  # atroposlib would otherwise ignore base_url
         if config.group_size < 1:
             raise ValueError(f"group_size must be >= 1, got {config.group_size}")
-        if config.use_wandb and not _explicit_wandb():
+        if config.use_wandb and not _cli_flag("use_wandb"):
             config.use_wandb = False
         if not config.wandb_name:
             config.wandb_name = self.name or type(self).__name__
@@ -170,12 +198,30 @@ class RubricEnv(BaseEnv):
         self.drops: Counter[str] = Counter()
         self.statuses: Counter[str] = Counter()
         self.groups_ok = 0
+        self.inflight = 0
+        self._trains = False  # serve/process: logprobs are sent/written, so their convention is checked
+        self.watcher: InferenceWatcher | None = None
+        self._outage: Outage | None = None
+        self._last_summary = 0.0
+        quiet_atroposlib(config.verbose)
 
     # ---------------------------------------------------------------- data
     async def setup(self) -> None:
         for server in self.server.servers:
             if hasattr(server, "config"):
                 await asyncio.to_thread(check_reachable, server)
+        sampling_changes_logprobs = self.config.temperature != 1.0 or self.config.top_p != 1.0
+        if self._trains and self.token_capable and sampling_changes_logprobs:
+            for server in self.server.servers:
+                await asyncio.to_thread(check_logprobs_mode, server, self.config.logprobs_mode)
+        if self.watcher is None:
+            self.watcher = InferenceWatcher(
+                self.server.servers,
+                policy=self.config.on_server_down,
+                status_every_s=self.config.status_every_s,
+                waiting=lambda: f"{self.inflight} group(s) waiting" if self.inflight else "",
+            )
+            await self.watcher.start()
         self.train_items = self._load("train", self.config.train_limit)
         self.eval_items = self._load("eval", self.config.eval_limit)
         random.Random(self.config.seed).shuffle(self.train_items)
@@ -226,6 +272,7 @@ class RubricEnv(BaseEnv):
             self.token_capable,
             self.config.request_timeout_s,
             split=split,
+            watcher=self.watcher,
         )
         samples = [item.sample(r.text) for r in rollouts]
         assert self.rubric is not None, "setup() not called"
@@ -237,17 +284,40 @@ class RubricEnv(BaseEnv):
         self.statuses.update(r.status.value for r in results)
         return rollouts, results
 
+    async def _rollouts(self, item: Item) -> tuple[list, list[RewardResult]] | GroupOutcome:
+        """`rollout_and_score`, or why inference failed. An inference failure during an outage of
+        the inference server is retried once the server is back (at most 3 times), never blamed on
+        slowness."""
+        for _attempt in range(4):
+            outages = self.watcher.outages if self.watcher else 0
+            try:
+                return await self.rollout_and_score(item, self.config.group_size)
+            except asyncio.TimeoutError:
+                failed = GroupOutcome(
+                    None, "timeout", f"inference took longer than {self.config.request_timeout_s}s"
+                )
+            except Exception as exc:  # noqa: BLE001 - one failing group must not end the run
+                failed = GroupOutcome(None, "error", f"{type(exc).__name__}: {exc}")
+            watcher = self.watcher
+            if watcher is None:
+                return failed
+            await watcher.next_round()  # a server that just died is seen as down by now
+            if (watcher.outages == outages and not watcher.down) or watcher.stop_reason:
+                return failed
+            await watcher.wait_up()
+        return failed
+
     async def group_for(self, item: Item, training: bool) -> GroupOutcome:
         """Rollouts → rewards → a checked group, or the drop reason (counted, never raised)."""
+        self.inflight += 1
         try:
-            rollouts, results = await self.rollout_and_score(item, self.config.group_size)
-        except asyncio.TimeoutError:
-            outcome = GroupOutcome(
-                None, "timeout", f"inference took longer than {self.config.request_timeout_s}s"
-            )
-        except Exception as exc:  # noqa: BLE001 - one failing group must not end the run
-            outcome = GroupOutcome(None, "error", f"{type(exc).__name__}: {exc}")
+            got = await self._rollouts(item)
+        finally:
+            self.inflight -= 1
+        if isinstance(got, GroupOutcome):
+            outcome = got
         else:
+            rollouts, results = got
             outcome = assemble_group(
                 item.prompt,
                 rollouts,
@@ -261,6 +331,8 @@ class RubricEnv(BaseEnv):
                 eos_token_id=None,
             )
             if outcome.group is not None:
+                if outcome.group["inference_logprobs"] is not None:
+                    outcome.group["generation_params"]["logprobs_mode"] = self.config.logprobs_mode
                 outcome.group["rewards"] = [r.to_dict() for r in results if r.verified]
                 outcome.group["finish_reasons"] = [
                     r.finish_reason for r, s in zip(rollouts, results, strict=True) if s.verified
@@ -289,29 +361,8 @@ class RubricEnv(BaseEnv):
                 "or --env.vllm_api generate for atroposlib's /generate server) or sglang; OpenAI-only "
                 "endpoints can run `process` and `evaluate` only"
             )
+        self._trains = True
         await super().env_manager()
-
-    async def register_env(self) -> None:
-        deadline = time.monotonic() + self.config.trainer_wait_s
-        while True:
-            data = await asyncio.wait_for(self._register_env(), 30)
-            if data.get("status") == "success":
-                break
-            if time.monotonic() > deadline:
-                raise SystemExit(
-                    f"no trainer registered with {self.config.rollout_server_url} within "
-                    f"{self.config.trainer_wait_s:.0f}s (run-api answered {data.get('status')!r})"
-                )
-            await asyncio.sleep(1)  # atroposlib's protocol: poll until the trainer registers
-        self.env_id = data["env_id"]
-        self.wandb_prepend = data["wandb_name"]
-        self.curr_step = data["starting_step"]
-        self.checkpoint_dir = data["checkpoint_dir"]
-        self.checkpoint_interval = data["checkpoint_interval"]
-        if self.config.total_steps == -1:
-            self.config.total_steps = data["num_steps"]
-        if self.curr_step > 0:
-            self.load_checkpoint()
 
     async def get_server_info(self) -> None:
         await asyncio.wait_for(super().get_server_info(), 30)
@@ -331,6 +382,7 @@ class RubricEnv(BaseEnv):
     async def process_manager(self) -> None:
         from environments.modes import run_process
 
+        self._trains = True
         await run_process(self)
 
     async def _run_evaluate(self) -> None:
@@ -339,6 +391,28 @@ class RubricEnv(BaseEnv):
             await self.evaluate()
         finally:
             await self.close_rubric()
+            await self.close_watcher()
+
+    async def until_stopped(self, awaitable: Any) -> Any:
+        """`await awaitable`, unless the inference server goes down under `on_server_down=stop`:
+        then it is cancelled and SystemExit says which server is down (work already saved is kept)."""
+        watcher = self.watcher
+        if watcher is None or watcher.policy != "stop":
+            return await awaitable
+        task = asyncio.ensure_future(awaitable)
+        stop = asyncio.ensure_future(watcher.stopped.wait())
+        await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            stop.cancel()
+            return task.result()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        raise SystemExit(watcher.stop_reason)
+
+    async def close_watcher(self) -> None:
+        if self.watcher is not None:
+            await self.watcher.aclose()
+            self.watcher = None
 
     async def close_rubric(self) -> None:
         """Release the rubric's pools and clients (sandbox workers, judge connections)."""

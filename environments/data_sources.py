@@ -19,9 +19,28 @@ class DataSourceError(ValueError):
 
 
 def read_local(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of a local .parquet, .json (a list of objects) or JSON-lines file. Any unreadable file
+    (bad JSON, wrong encoding, not parquet, a directory) is a `DataSourceError` naming the file."""
     p = Path(path)
     if not p.exists():
         raise DataSourceError(f"dataset file {p} does not exist")
+    if not p.is_file():
+        raise DataSourceError(f"dataset path {p} is not a file")
+    try:
+        return _read(p)
+    except DataSourceError:
+        raise
+    except json.JSONDecodeError as exc:
+        raise DataSourceError(
+            f"{p}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise DataSourceError(f"{p}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    except Exception as exc:  # noqa: BLE001 - parquet/OS errors: one clear line naming the file
+        raise DataSourceError(f"{p}: cannot read dataset: {type(exc).__name__}: {exc}") from None
+
+
+def _read(p: Path) -> list[dict[str, Any]]:
     suffix = p.suffix.lower()
     if suffix == ".parquet":
         import pyarrow.parquet as pq

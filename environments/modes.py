@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 from environments.output import GroupWriter, write_html
 from rubrics.core import RewardResult, Status
@@ -62,10 +63,12 @@ async def run_process(env: RubricEnv) -> dict[str, Any]:
             bar.update(1)
 
         try:
-            await asyncio.gather(*(one(uid, item) for uid, item in todo))
+            with logging_redirect_tqdm():  # warnings (a server down) print above the bar, whole
+                await env.until_stopped(asyncio.gather(*(one(uid, item) for uid, item in todo)))
         finally:
             bar.close()
             await env.close_rubric()
+            await env.close_watcher()
         written = len(writer.done)
     elapsed = time.monotonic() - start
     html_path = write_html(path)
@@ -125,7 +128,7 @@ async def run_evaluate(env: RubricEnv) -> dict[str, Any]:
             "finish_reason": finish,
         }
 
-    samples = await asyncio.gather(*(one(item) for item in env.eval_items))
+    samples = await env.until_stopped(asyncio.gather(*(one(item) for item in env.eval_items)))
     end = time.time()
     verified = [s for s in samples if s["score"] is not None]
     metrics = {

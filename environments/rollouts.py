@@ -8,12 +8,12 @@ a ScoredDataGroup, or says why the group must be dropped.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from environments.checks import group_violations
+from environments.server_health import InferenceWatcher, within
 from rubrics.core import RewardResult, Status
 
 
@@ -51,12 +51,14 @@ async def sample_group(
     token_capable: bool,
     timeout_s: float,
     split: str = "train",
+    watcher: InferenceWatcher | None = None,
 ) -> list[Rollout]:
-    """`n` rollouts of one prompt. Raises `asyncio.TimeoutError` after `timeout_s` (no silent hangs)."""
+    """`n` rollouts of one prompt. Raises `asyncio.TimeoutError` after `timeout_s` (no silent hangs);
+    with a `watcher`, time during which the inference server was down does not count."""
     kwargs = dict(messages=list(messages), n=n, split=split, **sampling)
     if token_capable:
         async with server.managed_server(tokenizer=tokenizer) as managed:
-            completion = await asyncio.wait_for(managed.chat_completion(**kwargs), timeout_s)
+            completion = await within(managed.chat_completion(**kwargs), timeout_s, watcher)
             nodes = managed.get_state()["nodes"]
         if len(nodes) != len(completion.choices):
             raise RuntimeError(f"{len(completion.choices)} choices but {len(nodes)} tracked sequences")
@@ -70,7 +72,7 @@ async def sample_group(
             )
             for choice, node in zip(completion.choices, nodes, strict=True)
         ]
-    completion = await asyncio.wait_for(server.chat_completion(**kwargs), timeout_s)
+    completion = await within(server.chat_completion(**kwargs), timeout_s, watcher)
     return [
         Rollout(text=choice.message.content or "", finish_reason=str(choice.finish_reason))
         for choice in completion.choices

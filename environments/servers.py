@@ -17,7 +17,9 @@ Which class a run uses (`server_class_for`):
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from collections.abc import Mapping
+from typing import Any, Literal
 
 import httpx
 from atroposlib.envs.server_handling.openai_server import OpenAIServer
@@ -140,3 +142,54 @@ def check_reachable(server: APIServer, timeout_s: float = 15.0) -> None:
         raise SystemExit(f"cannot reach the inference server at {config.base_url}: {exc}") from None
     if response.status_code >= 400:
         raise SystemExit(f"inference server at {config.base_url} answered {response.status_code} to {url}")
+
+
+LogprobsMode = Literal["processed", "raw"]
+
+
+def logprobs_mode_of(top_t1: Mapping[str, float], top_t2: Mapping[str, float]) -> LogprobsMode:
+    """Which convention a server's logprobs follow, from one position's top logprobs sampled at
+    temperature 1 and at temperature 2: raw logprobs do not depend on the temperature."""
+    common = [t for t in top_t1 if t in top_t2 and math.isfinite(top_t1[t]) and math.isfinite(top_t2[t])]
+    if not common:
+        raise InferenceError("logprobs probe: no common top tokens at temperatures 1 and 2")
+    differs = max(abs(top_t1[t] - top_t2[t]) for t in common)
+    return "processed" if differs > 1e-4 else "raw"
+
+
+def probe_logprobs_mode(server: VLLMTokenServer, timeout_s: float = 60.0) -> LogprobsMode:
+    """Ask a stock vLLM server which logprobs it returns (two one-token requests)."""
+    config = server.config
+    headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
+    prompt = server.tokenizer.encode("What is two plus two? The answer is")
+    tops = []
+    for temperature in (1.0, 2.0):  # vLLM allows [0, 2]
+        body = {"model": config.model_name, "prompt": prompt, "max_tokens": 1, "logprobs": 5,
+                "temperature": temperature, "seed": 0}  # fmt: skip
+        resp = httpx.post(config.base_url.rstrip("/") + "/completions", json=body, headers=headers,
+                          timeout=timeout_s)  # fmt: skip
+        if resp.status_code != 200:
+            raise InferenceError(
+                f"logprobs probe: /completions returned {resp.status_code}: {resp.text[:200]}"
+            )
+        tops.append(resp.json()["choices"][0]["logprobs"]["top_logprobs"][0])
+    return logprobs_mode_of(tops[0], tops[1])
+
+
+def check_logprobs_mode(server: APIServer, wanted: LogprobsMode) -> None:
+    """Fail fast, in one line, when the server's logprobs convention is not the one asked for."""
+    if not isinstance(server, VLLMTokenServer):
+        return  # /generate and SGLang servers are taken at their word
+    served = probe_logprobs_mode(server)
+    if served == wanted:
+        return
+    if wanted == "processed":
+        raise SystemExit(
+            f"vLLM at {server.config.base_url} returns raw (unscaled) logprobs, but sampling at "
+            "temperature != 1 needs the sampling distribution's logprobs, which trainers expect: start "
+            "vLLM with --logprobs-mode processed_logprobs, or pass --env.logprobs_mode raw to send raw ones"
+        )
+    raise SystemExit(
+        f"vLLM at {server.config.base_url} returns processed (temperature-scaled) logprobs, but "
+        "--env.logprobs_mode raw was asked for: start vLLM without --logprobs-mode processed_logprobs"
+    )

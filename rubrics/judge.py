@@ -7,10 +7,11 @@ Contract:
 * Canaries short-circuit WITHOUT a judge call: an empty final segment scores 0 (`no_answer`), a
   "master key" reply (":", "Solution", "Let's solve this problem step by step.", ...) scores 0 (`hack`).
 * Every judge failure is unverified (`score=None`): `timeout` when the endpoint never answered in
-  time, else `error` with the failure kind first in the reason (judge_error, truncated, refusal,
-  parse_error, out_of_range, low_confidence). A failure never becomes a number.
+  time, else `error` with the failure kind first in the reason (judge_error, malformed_reply,
+  truncated, refusal, parse_error, out_of_range, low_confidence). A failure never becomes a number.
 * Verdicts are parsed by one strict grammar (`mode`: tag / json / choice / logprobs; see
-  `rubrics.judge_parse`). The score is the verdict mapped onto [0, 1] (`normalize=True`) or the raw
+  `rubrics.judge_parse`), after cutting out verbatim restatements of our own prompt (a judge that
+  repeats the instructions after its verdict is read by its verdict). The score is the verdict mapped onto [0, 1] (`normalize=True`) or the raw
   value; components hold the raw value, the sample variance over `samples` draws and the number of
   grammar tokens neutralised in the response.
 * Successful verdicts are cached (LRU, keyed by endpoint, model, full messages, sampling and parsing
@@ -47,6 +48,7 @@ from rubrics.judge_parse import (
     parse_choice,
     parse_json,
     parse_tagged,
+    prompt_echoes,
 )
 from rubrics.judge_prompt import (
     PAIRWISE_TEMPLATE,
@@ -89,7 +91,7 @@ class JudgeConfig(BaseModel):
     base_url: str = Field(default="http://127.0.0.1:9002/v1", description="OpenAI-compatible base URL")
     model: str = Field(default="judge", description="Model name served at base_url")
     api_key_env: str = Field(default="JUDGE_API_KEY", description="Env var holding the API key")
-    timeout_s: float = Field(default=60.0, gt=0, description="Per-attempt timeout")
+    timeout_s: float = Field(default=60.0, gt=0, description="Overall deadline per attempt (s)")
     max_retries: int = Field(default=3, ge=0, description="Retries on transient errors (5xx, 429, timeouts)")
     backoff_s: float = Field(default=0.5, ge=0, description="First backoff ceiling (full jitter, doubles)")
     max_concurrency: int = Field(default=64, ge=1, description="Requests in flight per process")
@@ -196,7 +198,10 @@ class JudgeRubric(Rubric):
         messages, flagged = build_messages(
             template, data, self._format_text(), style=self.config.delimiter, system=self.config.system_prompt
         )
-        verdicts = await asyncio.gather(*(self._verdict(messages, i) for i in range(self.config.samples)))
+        echoes = self._echoes(messages, template)
+        verdicts = await asyncio.gather(
+            *(self._verdict(messages, i, echoes) for i in range(self.config.samples))
+        )
         return self._aggregate(list(verdicts), flagged)
 
     async def compare(self, question: str, a: str, b: str, *, swap: bool = True) -> RewardResult:
@@ -219,7 +224,7 @@ class JudgeRubric(Rubric):
                 style=self.config.delimiter,
                 system=self.config.system_prompt,
             )
-            calls.append(pair._verdict(messages, 0))
+            calls.append(pair._verdict(messages, 0, pair._echoes(messages, PAIRWISE_TEMPLATE)))
         verdicts = await asyncio.gather(*calls)
         for v in verdicts:
             if v.value is None:
@@ -245,6 +250,7 @@ class JudgeRubric(Rubric):
         for kind in (
             "timeout",
             "judge_error",
+            "malformed_reply",
             "truncated",
             "refusal",
             "parse_error",
@@ -335,12 +341,18 @@ class JudgeRubric(Rubric):
             self._client_loop = loop
         return self._client
 
-    async def _verdict(self, messages: list[dict[str, str]], index: int) -> Verdict:
+    def _echoes(self, messages: list[dict[str, str]], template: str) -> list[str]:
+        """Our own prompt text, which a judge may restate around its verdict (cut before parsing)."""
+        return prompt_echoes(messages, (template, self._format_text(), self.config.system_prompt or ""))
+
+    async def _verdict(
+        self, messages: list[dict[str, str]], index: int, echoes: Sequence[str] = ()
+    ) -> Verdict:
         body = self._body(messages, index)
         c = self.config
         deterministic = c.temperature == 0 or c.seed is not None
         if not deterministic:
-            return await self._call(body)
+            return await self._call(body, echoes)
         key = _key(
             {
                 "url": c.base_url,
@@ -360,7 +372,7 @@ class JudgeRubric(Rubric):
         if key in self._inflight:
             self.stats["shared"] += 1
             return await asyncio.shield(self._inflight[key])
-        task = asyncio.ensure_future(self._call(body))
+        task = asyncio.ensure_future(self._call(body, echoes))
         self._inflight[key] = task
         try:
             verdict = await asyncio.shield(task)
@@ -375,31 +387,32 @@ class JudgeRubric(Rubric):
                 self._cache.popitem(last=False)
         return verdict
 
-    async def _call(self, body: dict[str, Any]) -> Verdict:
+    async def _call(self, body: dict[str, Any], echoes: Sequence[str] = ()) -> Verdict:
         client = await self._get_client()
         self.stats["judge_calls"] += 1
         try:
             reply = await client.chat(body)
         except JudgeCallError as exc:
-            return self._count(Verdict(None, "timeout" if exc.timeout else "judge_error", str(exc)))
+            kind = "timeout" if exc.timeout else exc.kind
+            return self._count(Verdict(None, kind, str(exc)))
         # logprobs mode reads only the first token: stopping there (max_tokens=1) is not a truncation
         if reply.finish_reason == "length" and not (self.config.mode == "logprobs" and reply.logprobs):
             return self._count(Verdict(None, "truncated", "judge hit max_tokens before its verdict"))
         if reply.refusal:
             return self._count(Verdict(None, "refusal", reply.refusal[:200]))
         try:
-            return self._parse(reply.content, reply.logprobs)
+            return self._parse(reply.content, reply.logprobs, echoes)
         except VerdictError as exc:
             return self._count(Verdict(None, exc.kind, f"{exc}; reply tail {reply.content[-120:]!r}"))
 
-    def _parse(self, content: str, logprobs: Sequence[Any]) -> Verdict:
+    def _parse(self, content: str, logprobs: Sequence[Any], echoes: Sequence[str] = ()) -> Verdict:
         c = self.config
         if c.mode == "tag":
-            return Verdict(parse_tagged(content, c.tag, self.scale))
+            return Verdict(parse_tagged(content, c.tag, self.scale, echoes))
         if c.mode == "json":
-            return Verdict(parse_json(content, "score", self.scale))
+            return Verdict(parse_json(content, "score", self.scale, echoes))
         if c.mode == "choice":
-            return Verdict(parse_choice(content, self.scale))
+            return Verdict(parse_choice(content, self.scale, echoes))
         value, mass = expected_from_logprobs(logprobs, self.scale)
         if mass < c.min_valid_mass:
             raise VerdictError("low_confidence", f"valid-token mass {mass:.3f} < {c.min_valid_mass}")

@@ -6,6 +6,11 @@ Contract:
 * `JudgeClient.chat(body)` POSTs `body` (plus the endpoint's `model`) to `{base_url}/chat/completions`
   and returns a `JudgeReply` for the first choice, or raises `JudgeCallError` (`timeout=True` when the
   endpoint never answered in time). It never returns a partial or guessed reply.
+* `timeout_s` is an overall deadline per attempt (connect, send, and the whole body): a judge that
+  trickles bytes cannot hold an attempt open past it, and a reply completed after it is discarded,
+  never scored.
+* A body that is not an OpenAI chat completion (no choices, `message` null or a string, `logprobs`
+  of the wrong shape, non-JSON) raises `MalformedReply` (a `JudgeCallError`, kind `malformed_reply`).
 * Transient failures (connect errors, timeouts, HTTP 429 and 5xx) are retried up to `max_retries`
   times with exponential backoff and full jitter (honouring `Retry-After`, capped); other HTTP errors
   (4xx: bad request, auth) fail at once.
@@ -25,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
+from pydantic import BaseModel, Field, ValidationError
 
 TRANSIENT_HTTP = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
@@ -36,7 +42,7 @@ class JudgeEndpoint:
     base_url: str = "http://127.0.0.1:9002/v1"
     model: str = "judge"
     api_key_env: str = "JUDGE_API_KEY"
-    timeout_s: float = 60.0  # per attempt
+    timeout_s: float = 60.0  # overall deadline per attempt
     max_retries: int = 3
     backoff_s: float = 0.5  # first backoff ceiling; doubles per retry (full jitter)
     backoff_max_s: float = 8.0
@@ -64,7 +70,10 @@ class JudgeReply:
 
 
 class JudgeCallError(RuntimeError):
-    """The endpoint gave no usable reply. `timeout` tells a deadline miss from other failures."""
+    """The endpoint gave no usable reply. `timeout` tells a deadline miss from other failures;
+    `kind` is the failure kind counted in the judge's metrics."""
+
+    kind = "judge_error"
 
     def __init__(
         self,
@@ -78,6 +87,12 @@ class JudgeCallError(RuntimeError):
         self.timeout = timeout
         self.transient = transient
         self.retry_after = retry_after
+
+
+class MalformedReply(JudgeCallError):
+    """The endpoint answered 200 with a body that is not a usable chat completion."""
+
+    kind = "malformed_reply"
 
 
 class JudgeClient:
@@ -130,8 +145,11 @@ class JudgeClient:
 
     async def _post(self, payload: Mapping[str, Any]) -> JudgeReply:
         try:
-            resp = await self._http.post("chat/completions", json=payload)
-        except httpx.TimeoutException as exc:
+            # wait_for bounds the whole exchange; httpx's own timeout only bounds each read
+            resp = await asyncio.wait_for(
+                self._http.post("chat/completions", json=payload), self.endpoint.timeout_s
+            )
+        except (httpx.TimeoutException, asyncio.TimeoutError) as exc:
             raise JudgeCallError(
                 f"timeout after {self.endpoint.timeout_s}s", timeout=True, transient=True
             ) from exc
@@ -144,9 +162,10 @@ class JudgeClient:
                 retry_after=_retry_after(resp),
             )
         try:
-            return parse_completion(resp.json())
-        except (ValueError, KeyError, TypeError, IndexError) as exc:
-            raise JudgeCallError(f"malformed completion body: {type(exc).__name__}: {exc}") from exc
+            body = resp.json()
+        except ValueError as exc:
+            raise MalformedReply(f"malformed completion body: not JSON ({resp.text[:80]!r})") from exc
+        return parse_completion(body)
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -159,26 +178,54 @@ def _retry_after(resp: httpx.Response) -> float | None:
         return None
 
 
-def parse_completion(body: Mapping[str, Any]) -> JudgeReply:
-    """The first choice of an OpenAI chat-completion body (`logprobs.content` kept when present)."""
-    choice = body["choices"][0]
-    message = choice["message"]
-    logprobs = ()
-    content_lp = (choice.get("logprobs") or {}).get("content") or []
-    if content_lp:
-        logprobs = tuple(
-            TokenLogprob(
-                token=str(t["token"]),
-                logprob=float(t["logprob"]),
-                top={str(a["token"]): float(a["logprob"]) for a in t.get("top_logprobs") or []},
-            )
-            for t in content_lp
-        )
+class _Alternative(BaseModel):
+    token: str
+    logprob: float
+
+
+class _TokenLogprobs(BaseModel):
+    token: str
+    logprob: float
+    top_logprobs: list[_Alternative] | None = None
+
+
+class _Logprobs(BaseModel):
+    content: list[_TokenLogprobs] | None = None
+
+
+class _Message(BaseModel):
+    content: str | None = None
+    refusal: str | None = None
+
+
+class _Choice(BaseModel):
+    message: _Message
+    finish_reason: str | None = None
+    logprobs: _Logprobs | None = None
+
+
+class _Completion(BaseModel):
+    choices: list[_Choice] = Field(min_length=1)
+
+
+def parse_completion(body: Any) -> JudgeReply:
+    """The first choice of an OpenAI chat-completion body (`logprobs.content` kept when present);
+    `MalformedReply` naming the first offending field otherwise."""
+    try:
+        choice = _Completion.model_validate(body).choices[0]
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "body"
+        raise MalformedReply(f"malformed completion body: {where}: {err['msg']}") from None
+    logprobs = tuple(
+        TokenLogprob(token=t.token, logprob=t.logprob, top={a.token: a.logprob for a in t.top_logprobs or []})
+        for t in (choice.logprobs.content if choice.logprobs else None) or []
+    )
     return JudgeReply(
-        content=str(message.get("content") or ""),
-        finish_reason=choice.get("finish_reason"),
+        content=choice.message.content or "",
+        finish_reason=choice.finish_reason,
         logprobs=logprobs,
-        refusal=message.get("refusal"),
+        refusal=choice.message.refusal,
     )
 
 

@@ -1,8 +1,14 @@
 """Reading a judge's verdict: one strict grammar, the judge's final segment only, no guessing.
 
 Contract (every function raises `VerdictError` instead of inventing a number):
-* `final_text(content)`: the judge reply after its last `</think>`; an unclosed `<think>` is an error.
-* `parse_tagged`: the LAST `<tag>…</tag>` (or `[[…]]`) in the final text. Its whole content must be one
+* `final_text(content, echoes)`: the judge reply after its last `</think>`, with every verbatim copy
+  of our own prompt text (`echoes`: the messages we sent, the format instruction, and each prompt
+  line that holds a verdict tag) cut out first, so a judge that restates the prompt after its
+  verdict is read by its verdict, not by our format example. Only trusted text is cut: the policy's
+  response reaches the judge neutralised (`rubrics.judge_prompt`), so it holds no verdict grammar to
+  match or to cut. An unclosed `<think>` is an error.
+* `parse_tagged`: the LAST `<tag>…</tag>` (or `[[…]]`) in the final text, ignoring quotes of the
+  format example itself (content exactly the placeholder `V`). Its whole content must be one
   number (decimals allowed) or one label of the scale; anything else, including a value outside
   [low, high], is an error (never clamped, never a "last integer" fallback, never an earlier match).
 * `parse_json`: the final text is exactly one JSON object whose `key` holds the score.
@@ -18,11 +24,13 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from rubrics.judge_client import TokenLogprob
 from rubrics.text import final_segment
 
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d+)?|\.\d+)")
+_ANY_TAG = re.compile(r"<\s*/?\s*[a-z_]+\s*>|\[\[", re.IGNORECASE)
 
 
 class VerdictError(ValueError):
@@ -77,8 +85,30 @@ class Scale:
         return (value - lo) / (hi - lo) if hi > lo else 0.0
 
 
-def final_text(content: str) -> str:
-    tail = final_segment(content)
+PLACEHOLDER = "V"  # the verdict placeholder of the format instruction (`<score>V</score>`)
+
+
+def strip_echoes(content: str, echoes: Sequence[str] = ()) -> str:
+    """`content` with every verbatim occurrence of each (trusted) echo cut out, longest first.
+
+    A cut leaves a newline, so text on either side of a removed echo never joins into a new tag."""
+    for echo in sorted({e for e in echoes if e and e.strip()}, key=len, reverse=True):
+        content = content.replace(echo, "\n")
+    return content
+
+
+def prompt_echoes(messages: Sequence[Mapping[str, Any]], trusted: Sequence[str] = ()) -> list[str]:
+    """What a judge may restate of our prompt: each message we sent, whole, and each line of the
+    `trusted` texts (template, format instruction, system prompt) that holds tag grammar. Lines are
+    taken from trusted text only, never from the data blocks."""
+    echoes = [str(m.get("content") or "") for m in messages]
+    for text in trusted:
+        echoes.extend(line.strip() for line in text.splitlines() if _ANY_TAG.search(line))
+    return echoes
+
+
+def final_text(content: str, echoes: Sequence[str] = ()) -> str:
+    tail = final_segment(strip_echoes(content, echoes))
     if tail is None:
         raise VerdictError("parse_error", "judge reply ends inside an unclosed <think> block")
     return tail
@@ -92,16 +122,16 @@ def tag_pattern(tag: str) -> re.Pattern[str]:
     return re.compile(rf"<{name}>(.*?)</{name}>", re.DOTALL | re.IGNORECASE)
 
 
-def parse_tagged(content: str, tag: str, scale: Scale) -> float:
-    matches = tag_pattern(tag).findall(final_text(content))
+def parse_tagged(content: str, tag: str, scale: Scale, echoes: Sequence[str] = ()) -> float:
+    matches = [m for m in tag_pattern(tag).findall(final_text(content, echoes)) if m.strip() != PLACEHOLDER]
     if not matches:
         shown = "[[…]]" if tag == "[[" else f"<{tag}>…</{tag}>"
         raise VerdictError("parse_error", f"no {shown} in the judge's final segment")
     return scale.value(matches[-1])
 
 
-def parse_json(content: str, key: str, scale: Scale) -> float:
-    text = final_text(content).strip()
+def parse_json(content: str, key: str, scale: Scale, echoes: Sequence[str] = ()) -> float:
+    text = final_text(content, echoes).strip()
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -114,8 +144,8 @@ def parse_json(content: str, key: str, scale: Scale) -> float:
     return scale.value(str(raw))
 
 
-def parse_choice(content: str, scale: Scale) -> float:
-    return scale.value(final_text(content))
+def parse_choice(content: str, scale: Scale, echoes: Sequence[str] = ()) -> float:
+    return scale.value(final_text(content, echoes))
 
 
 def expected_from_logprobs(

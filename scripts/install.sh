@@ -9,8 +9,15 @@ PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null || PY=python3
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! command -v bwrap >/dev/null; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+# bubblewrap (the sandbox); Debian's chromium + chromium-driver (the HTML viewer's browser tests)
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  pkgs=()
+  command -v bwrap >/dev/null || pkgs+=(bubblewrap)
+  [ -x /usr/bin/chromium ] || pkgs+=(chromium)
+  [ -x /usr/bin/chromedriver ] || pkgs+=(chromium-driver)
+  if ((${#pkgs[@]})); then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null
+  fi
 fi
 
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"

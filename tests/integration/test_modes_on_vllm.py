@@ -193,3 +193,47 @@ def test_serve_gives_up_when_no_trainer_registers(vllm_server, run_api):
     result = run_env(QA, "serve", vllm_server, "--env.rollout_server_url", run_api, "--env.trainer_wait_s", "2",
                      timeout=120)  # fmt: skip
     assert result.returncode != 0 and "no trainer registered" in result.stderr
+
+
+def test_a_non_json_dataset_file_is_one_line_naming_it(vllm_server, tmp_path):
+    bad = tmp_path / "rows.json"
+    bad.write_text("question,answer\n2+2,4\n")
+    result = run_env(QA, "process", vllm_server, "--env.dataset", str(bad), "--env.total_steps", "1",
+                     timeout=120)  # fmt: skip
+    last = result.stderr.strip().splitlines()[-1]
+    assert result.returncode != 0 and str(bad) in last and "not valid JSON" in last
+
+
+def test_process_at_temperature_sends_the_sampling_distributions_logprobs(vllm_server, tmp_path):
+    """At T != 1 each inference_logprob is log softmax(logits / T) of the sampled token (what a trainer
+    dividing its logits by generation_params.temperature compares against), re-computed here with
+    transformers on the same weights; the raw log softmax(logits) is clearly different."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    out = tmp_path / "g.jsonl"
+    result = run_env(QA, "process", vllm_server, "--env.total_steps", "2", "--env.group_size", "2",
+                     "--env.temperature", "0.7", "--env.data_path_to_save_groups", str(out))  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    model = AutoModelForCausalLM.from_pretrained(vllm_server.model, torch_dtype=torch.float32).eval()
+    scaled_err, raw_err = [], []
+    for g in map(json.loads, out.read_text().splitlines()):
+        assert g["generation_params"]["temperature"] == 0.7
+        assert g["generation_params"]["logprobs_mode"] == "processed"
+        for tokens, masks, lps in zip(g["tokens"], g["masks"], g["inference_logprobs"], strict=True):
+            with torch.inference_mode():
+                logits = model(torch.tensor([tokens])).logits[0].float()
+            for j in range(prompt_len(masks), len(tokens)):
+                scaled = torch.log_softmax(logits[j - 1] / 0.7, -1)[tokens[j]].item()
+                raw = torch.log_softmax(logits[j - 1], -1)[tokens[j]].item()
+                scaled_err.append(abs(scaled - lps[j]))
+                raw_err.append(abs(raw - lps[j]))
+    assert max(scaled_err) < 2e-3 and sum(raw_err) / len(raw_err) > 20 * max(scaled_err)
+
+
+def test_asking_for_raw_logprobs_from_a_processed_server_is_one_line(vllm_server, tmp_path):
+    result = run_env(QA, "process", vllm_server, "--env.total_steps", "1", "--env.temperature", "0.5",
+                     "--env.logprobs_mode", "raw", "--env.data_path_to_save_groups", str(tmp_path / "g.jsonl"),
+                     timeout=120)  # fmt: skip
+    last = result.stderr.strip().splitlines()[-1]
+    assert result.returncode != 0 and "returns processed (temperature-scaled) logprobs" in last, last

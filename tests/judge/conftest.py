@@ -3,13 +3,15 @@
 Tests script behaviours by a marker string that appears in the judge prompt (usually the question):
 `script.set(marker, b1, b2, ...)` answers matching requests with b1, b2, ... in arrival order (the
 last one repeats). A behaviour is a dict (`content`, `finish_reason`, `status`, `retry_after`,
-`logprobs`, `refusal`, `hang`, `body`) or a callable taking the request body and returning one.
+`logprobs`, `refusal`, `hang`, `body`, `trickle_s`: send the reply one byte per that many seconds)
+or a callable taking the request body and returning one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import socket
 import threading
 from collections.abc import Callable
@@ -18,7 +20,7 @@ from typing import Any
 import pytest
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 
 Behaviour = dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -71,6 +73,12 @@ def completion(
     return {"id": "cmpl-test", "object": "chat.completion", "model": "scripted", "choices": [choice]}
 
 
+async def _trickle(data: bytes, every_s: float):
+    for i in range(len(data)):
+        yield data[i : i + 1]
+        await asyncio.sleep(every_s)  # the behaviour under test: a judge that keeps the socket busy
+
+
 def build_app(script: Script) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI):
@@ -99,12 +107,15 @@ def build_app(script: Script) -> FastAPI:
             return JSONResponse({"error": f"scripted {status}"}, status_code=status, headers=headers)
         if "body" in behaviour:
             return PlainTextResponse(behaviour["body"])
-        return completion(
+        reply = completion(
             behaviour.get("content", ""),
             behaviour.get("finish_reason", "stop"),
             behaviour.get("logprobs"),
             behaviour.get("refusal"),
         )
+        if behaviour.get("trickle_s"):
+            return StreamingResponse(_trickle(json.dumps(reply).encode(), behaviour["trickle_s"]))
+        return reply
 
     return app
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import math
+import time
 
 import pytest
 
@@ -411,3 +413,65 @@ def test_custom_template_must_show_the_response_and_the_format():
     with pytest.raises(ValueError, match="response"):
         JudgeRubric(JudgeConfig(template="Q: {question} Ref: {reference} {format}"))
     JudgeRubric(JudgeConfig(template='{question} {response} {format} e.g. {"score": 3}'))
+
+
+# --- deadlines and malformed replies ---------------------------------------------------------------
+
+
+async def test_a_trickling_judge_cannot_hold_an_attempt_past_its_deadline(judge):
+    """~250 bytes at 0.05 s each would take >12 s; every read arrives well inside httpx's per-read
+    timeout, so only an overall deadline ends the attempt. The late full-marks reply is never scored."""
+    url, script = judge
+    script.set("Q-trickle", {"content": "<score>10</score>", "trickle_s": 0.05})
+    start = time.monotonic()
+    result = await score(url, sample("Q-trickle"), timeout_s=1.0, max_retries=1)
+    elapsed = time.monotonic() - start
+    assert result.score is None and result.status is Status.TIMEOUT, result.reason
+    assert len(script.matching("Q-trickle")) == 2  # each attempt got its own deadline
+    assert elapsed < 8.0  # two 1 s attempts plus backoff, far below the trickle's 12 s+
+
+
+MALFORMED = {
+    "message_null": {"choices": [{"index": 0, "message": None, "finish_reason": "stop"}]},
+    "message_string": {"choices": [{"index": 0, "message": "<score>9</score>", "finish_reason": "stop"}]},
+    "logprobs_string": {
+        "choices": [{"message": {"content": "<score>9</score>"}, "logprobs": "n/a", "finish_reason": "stop"}]
+    },
+    "logprobs_content_string": {
+        "choices": [{"message": {"content": "9"}, "logprobs": {"content": "9"}, "finish_reason": "stop"}]
+    },
+    "top_logprobs_not_a_list": {
+        "choices": [
+            {
+                "message": {"content": "9"},
+                "logprobs": {"content": [{"token": "9", "logprob": -0.1, "top_logprobs": 5}]},
+                "finish_reason": "stop",
+            }
+        ]
+    },
+    "content_a_list": {"choices": [{"message": {"content": ["<score>9</score>"]}, "finish_reason": "stop"}]},
+    "choices_empty": {"choices": []},
+    "choices_missing": {"id": "x"},
+    "choices_a_dict": {"choices": {"0": {"message": {"content": "<score>9</score>"}}}},
+    "body_a_list": [{"message": {"content": "<score>9</score>"}}],
+    "body_a_string": "<score>9</score>",
+    "body_null": None,
+}
+
+
+@pytest.mark.parametrize("name", list(MALFORMED))
+async def test_malformed_replies_are_typed_judge_errors_counted_in_metrics(judge, name, caplog):
+    url, script = judge
+    marker = f"Q-malformed-{name}"
+    script.set(marker, {"body": json.dumps(MALFORMED[name])})
+    config = JudgeConfig(base_url=url, model="scripted", max_retries=2, backoff_s=0.001, mode="tag")
+    if name.startswith(("logprobs", "top_logprobs")):
+        config = config.model_copy(update={"mode": "logprobs", "integer": True, "high": 9})
+    async with JudgeRubric(config) as rubric:
+        result = await rubric.score(sample(marker))
+        metrics = rubric.metrics()
+    assert result.score is None and result.status is Status.ERROR
+    assert result.reason.startswith("malformed_reply:"), result.reason
+    assert metrics["malformed_reply_rate"] == 1.0 and metrics["judge_calls"] == 1.0
+    assert len(script.matching(marker)) == 1  # not transient: never retried
+    assert "Traceback" not in caplog.text

@@ -58,3 +58,44 @@ def test_unreadable_dataset_is_one_clear_error(tmp_path):
     data.write_text('{"question": "q1", "answer": "a"}\nnot json\n')
     with pytest.raises(ValueError, match=r"d.jsonl:2: invalid JSON"):
         QATask(QAEnvConfig(dataset=str(data))).items("train")
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "says"),
+    [
+        ("rows.json", b"this is not json", "not valid JSON"),
+        ("rows.json", b'[{"question": "q", "answer": "a"},', "not valid JSON"),
+        ("rows.jsonl", b'{"question": "q", "answer": "\xff\xfe"}\n', "not UTF-8"),
+        ("rows.json", b"\xff\xfe[]", "not UTF-8"),
+        ("rows.parquet", b"PAR1 but not really", "cannot read dataset"),
+        ("rows.json", b'{"question": "q"}', "must hold a list"),
+    ],
+)
+def test_a_dataset_file_that_cannot_be_parsed_is_an_error_naming_the_file(tmp_path, name, content, says):
+    from environments.base import _one_line
+    from environments.data_sources import DataSourceError
+
+    data = tmp_path / name
+    data.write_bytes(content)
+    with pytest.raises(DataSourceError) as info:
+        QATask(QAEnvConfig(dataset=str(data))).items("train")
+    line = _one_line(info.value)
+    assert str(data) in line and says in line and "\n" not in line
+
+
+def test_a_directory_given_as_dataset_is_an_error_naming_it(tmp_path):
+    from environments.data_sources import DataSourceError
+
+    (tmp_path / "rows.json").mkdir()
+    with pytest.raises(DataSourceError, match="is not a file"):
+        QATask(QAEnvConfig(dataset=str(tmp_path / "rows.json"))).items("train")
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_atroposlib_status_lines_only_with_verbose(tiny_model, verbose):
+    import logging
+
+    config = QAEnvConfig(tokenizer_name=str(tiny_model), verbose=verbose)
+    QAEnv(config, [APIServerConfig(base_url="http://127.0.0.1:1/v1", model_name="m", server_type="vllm")])
+    status_line = logging.getLogger("atroposlib.envs.base").isEnabledFor(logging.INFO)
+    assert status_line is verbose

@@ -85,3 +85,13 @@ def test_html_viewer_shows_a_shared_prompt_once(tmp_path):
         w.write({"uid": "x", "scores": [1.0, 0.0, 0.0], "messages": convs})
     html = write_html(path).read_text()
     assert html.count("PROMPT-TEXT") == 1 and all(f"answer-{i}" in html for i in range(3))
+
+
+def test_logprobs_convention_is_read_from_the_temperature_dependence():
+    from environments.servers import logprobs_mode_of
+
+    raw = {"a": -1.0, "b": -2.0, "c": -3.5}
+    assert logprobs_mode_of(raw, dict(raw)) == "raw"
+    assert logprobs_mode_of(raw, {"a": -1.2, "b": -1.7, "d": -2.0}) == "processed"
+    with pytest.raises(InferenceError, match="no common top tokens"):
+        logprobs_mode_of({"a": -1.0}, {"b": -1.0})

@@ -1,0 +1,205 @@
+"""serve's side of the conversation with run-api (atroposlib's trajectory API), made explicit.
+
+`RunApiClient` is mixed into `RubricEnv` before atroposlib's `BaseEnv` and overrides four of its
+serve-mode methods (nothing in atroposlib is patched):
+
+* `register_env`: run-api not answering → one line "not answering (...); waiting for it to start";
+  run-api up but no trainer registered → one line saying so and what it waits for (a trainer's
+  `POST /register`), repeated every `status_every_s`; both give up after `trainer_wait_s`.
+* `get_status`: a run-api outage pauses rollouts with one line (not atroposlib's RetryError); a
+  restarted run-api that no longer knows the env (HTTP 5xx) is registered with again.
+* `_send_scored_data_to_api`: a scored group is held through an outage, and sent only when run-api
+  knows this env (a group posted to a restarted run-api before its trainer registers would break
+  run-api's state: shared/briefs/atropos.md, "ordering traps").
+* `env_step_checks`: stops serve when the inference watcher says so (`on_server_down=stop`) and
+  logs one summary line every `status_every_s`; `quiet_atroposlib` keeps atroposlib's per-loop
+  lines (~15/s) out unless `--env.verbose`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+import aiohttp
+import httpx
+from atroposlib.envs.base import BaseEnv
+from tenacity import retry_if_not_exception_type, stop_after_attempt
+
+from environments.server_health import (
+    CONNECT_ERRORS,
+    Outage,
+    call_until_back,
+    describe,
+    is_connect_error,
+    unwrap,
+)
+
+log = logging.getLogger("rlvr")
+
+
+class RunApiClient:
+    """Mixin for `RubricEnv` (see module docstring); expects BaseEnv's attributes and RubricEnv's
+    `config`, `watcher`, `drops`, `groups_ok`, `inflight`, `_outage` and `_last_summary`."""
+
+    config: Any
+    watcher: Any
+    env_id: Any
+    _outage: Outage | None
+    _last_summary: float
+
+    def _api_outage(self) -> Outage:
+        if self._outage is None:
+            self._outage = Outage(
+                "run-api (the trajectory API)", self.config.rollout_server_url, self.config.status_every_s
+            )
+        return self._outage
+
+    async def _post_register(self) -> dict[str, Any]:
+        body = {
+            "max_token_length": self.config.max_token_length,
+            "desired_name": self.config.wandb_name,
+            "weight": self.config.inference_weight,
+            "min_batch_allocation": self.config.min_batch_allocation,
+            "group_size": self.config.group_size,
+        }
+        async with httpx.AsyncClient(timeout=30, trust_env=False) as http:
+            resp = await http.post(f"{self.config.rollout_server_url}/register-env", json=body)
+            resp.raise_for_status()
+            return resp.json()
+
+    async def register_env(self) -> None:
+        """Register with run-api, saying what is wrong and what it waits for: run-api not answering
+        (waits for it to start), or no trainer registered yet (waits for one); both give up after
+        `trainer_wait_s`."""
+        wait_s = self.config.trainer_wait_s
+        url = self.config.rollout_server_url
+        deadline = time.monotonic() + wait_s
+        announced = 0.0
+        while True:
+            data = await call_until_back(
+                self._post_register,
+                self._api_outage(),
+                waits_for=f"waiting for it to start (giving up after {wait_s:.0f}s)",
+                give_up_s=wait_s,
+            )
+            if data.get("status") == "success":
+                break
+            now = time.monotonic()
+            if now > deadline:
+                raise SystemExit(
+                    f"no trainer registered with {url} within {wait_s:.0f}s "
+                    f"(run-api answered {data.get('status')!r})"
+                )
+            if not announced or now - announced >= self.config.status_every_s:
+                log.warning(
+                    "run-api at %s is up but no trainer has registered (it answered %r); waiting for a "
+                    "trainer to POST /register (%.0fs of %.0fs)",
+                    url,
+                    data.get("status"),
+                    wait_s - (deadline - now),
+                    wait_s,
+                )
+                announced = now
+            await asyncio.sleep(1)  # atroposlib's protocol: poll until the trainer registers
+        self.env_id = data["env_id"]
+        self.wandb_prepend = data["wandb_name"]
+        self.curr_step = data["starting_step"]
+        self.checkpoint_dir = data["checkpoint_dir"]
+        self.checkpoint_interval = data["checkpoint_interval"]
+        if self.config.total_steps == -1:
+            self.config.total_steps = data["num_steps"]
+        log.info("registered with run-api at %s as env %s", url, self.env_id)
+        if self.curr_step > 0:
+            self.load_checkpoint()
+
+    async def get_status(self) -> None:
+        """atroposlib's status poll, waiting out a run-api outage (rollouts pause, scored groups are
+        held) and registering again when a restarted run-api no longer knows this env."""
+
+        async def once() -> None:
+            await asyncio.wait_for(_once(BaseEnv.get_status)(self), 30)
+
+        waits_for = "rollouts pause until it is back (scored groups are held, not dropped)"
+        try:
+            await call_until_back(once, self._api_outage(), waits_for=waits_for)
+        except aiohttp.ClientResponseError as exc:
+            if exc.status < 500:
+                raise
+            log.warning(
+                "run-api at %s answered %s to /status-env: it no longer knows env %s (restarted?); "
+                "registering again",
+                self.config.rollout_server_url,
+                exc.status,
+                self.env_id,
+            )
+            await self.register_env()
+            await self.get_server_info()
+            await call_until_back(once, self._api_outage(), waits_for=waits_for)
+
+    async def _send_scored_data_to_api(self, scored_data: Any) -> None:
+        """atroposlib's send, holding the group through a run-api outage. It is sent again only once
+        run-api knows this env (after a restart: once `get_status` has registered again), since a
+        group posted before the trainer registers would corrupt run-api's state."""
+        send = BaseEnv._send_scored_data_to_api.retry_with(  # type: ignore[attr-defined]
+            retry=retry_if_not_exception_type(CONNECT_ERRORS), reraise=True
+        )
+        while True:
+            while not await self._env_known():  # get_status says why, and registers again
+                await asyncio.sleep(1)  # the retry period while run-api is away
+            try:
+                return await send(self, scored_data)
+            except Exception as exc:  # noqa: BLE001 - only connection failures are waited out
+                if not is_connect_error(exc):
+                    raise
+                self._api_outage().failed(describe(unwrap(exc)), "holding scored groups until it is back")
+
+    async def _env_known(self) -> bool:
+        try:
+            async with httpx.AsyncClient(timeout=10, trust_env=False) as http:
+                resp = await http.request(
+                    "GET", f"{self.config.rollout_server_url}/status-env", json={"env_id": self.env_id}
+                )
+        except httpx.HTTPError:
+            return False
+        return resp.status_code == 200
+
+    async def env_step_checks(self) -> None:
+        """Stop cleanly when the inference server is down under `on_server_down=stop`, and log one
+        summary line every `status_every_s` (atroposlib's per-loop lines only with --env.verbose)."""
+        if self.watcher is not None and self.watcher.stop_reason:
+            raise SystemExit(self.watcher.stop_reason)
+        await super().env_step_checks()
+        now = time.monotonic()
+        if now - self._last_summary >= self.config.status_every_s:
+            self._last_summary = now
+            status = getattr(self, "status_dict", None) or {}
+            down = self.watcher.down if self.watcher else []
+            log.info(
+                "serve: step %s/%s · trainer queue %s group(s) · %d group(s) sent · dropped %s · "
+                "%d in flight · inference %s",
+                status.get("current_step", "?"),
+                self.config.total_steps,
+                status.get("queue_size", "?"),
+                self.groups_ok,
+                dict(self.drops) or "none",
+                self.inflight,
+                f"DOWN: {', '.join(down)}" if down else "up",
+            )
+
+
+def quiet_atroposlib(verbose: bool) -> None:
+    """serve's per-loop status lines (~15/s, atroposlib sets its env logger to DEBUG) would bury the
+    warnings: atroposlib logs below WARNING only with --env.verbose."""
+    level = logging.INFO if verbose else logging.WARNING
+    names = [n for n in logging.root.manager.loggerDict if n == "atroposlib" or n.startswith("atroposlib.")]
+    for name in {"atroposlib", *names}:
+        logging.getLogger(name).setLevel(level)
+
+
+def _once(method: Any) -> Any:
+    """A tenacity-wrapped atroposlib method with a single attempt that raises its own error (our
+    callers retry, and say why)."""
+    return method.retry_with(stop=stop_after_attempt(1), reraise=True)

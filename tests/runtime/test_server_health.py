@@ -1,0 +1,49 @@
+"""InferenceWatcher and `within` on a real atroposlib server object pointed at a closed loopback port."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+from atroposlib.envs.server_handling.openai_server import OpenAIServer
+from atroposlib.envs.server_handling.server_baseline import APIServerConfig
+
+from environments.local_model import free_port
+from environments.server_health import InferenceWatcher, within
+
+
+def dead_server() -> OpenAIServer:
+    url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    return OpenAIServer(APIServerConfig(base_url=url, model_name="m", api_key="x", server_type="openai"))
+
+
+async def test_a_dead_server_is_one_line_and_its_downtime_does_not_count(caplog):
+    caplog.set_level(logging.WARNING, "rlvr")
+    server = dead_server()
+    watcher = InferenceWatcher([server], interval_s=0.1, probe_timeout_s=1.0, status_every_s=60)
+    await watcher.start()
+    try:
+        await watcher.next_round()
+        assert watcher.down == [server.config.base_url] and server.server_healthy is False
+        assert server.initialized and server.check_task is not None  # atroposlib starts no probe of its own
+        # 1.5 s of work while the server is down does not use up a 0.5 s inference deadline
+        assert await within(asyncio.sleep(1.5, result="done"), 0.5, watcher) == "done"
+        with pytest.raises(asyncio.TimeoutError):
+            await within(asyncio.sleep(1.5), 0.5, None)
+    finally:
+        await watcher.aclose()
+    down_lines = [r.message for r in caplog.records if "is down" in r.message]
+    assert len(down_lines) == 1 and server.config.base_url in down_lines[0]
+    assert watcher.outages == 1
+
+
+async def test_stop_policy_sets_the_reason_naming_the_url():
+    server = dead_server()
+    watcher = InferenceWatcher([server], policy="stop", interval_s=0.1, probe_timeout_s=1.0)
+    await watcher.start()
+    try:
+        await asyncio.wait_for(watcher.stopped.wait(), 10)
+    finally:
+        await watcher.aclose()
+    assert watcher.stop_reason and server.config.base_url in watcher.stop_reason
