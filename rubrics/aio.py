@@ -5,9 +5,9 @@ async reward loop, from a veRL thread pool and from a reward server at once. asy
 `Semaphore`/`Lock` bind to the first loop that waits on them and then fail ("bound to a different
 event loop") or hang on every other loop, so rubrics never keep asyncio primitives in their state.
 
-* `Limiter(n)`: an async semaphore usable from any loop and thread (`async with limiter:`). Fair
-  (FIFO); a waiter cancelled while its slot is being handed over gives the slot back. `Limiter(1)`
-  is a lock. Picklable (a copy starts empty).
+* `Limiter(n)`: an async (weighted) semaphore usable from any loop and thread (`async with
+  limiter:`, or `acquire(k)`/`release(k)`). Fair (FIFO); a waiter cancelled while its units are being
+  handed over gives them back. `Limiter(1)` is a lock. Picklable (a copy starts empty).
 * `run_sync(coro)`: runs `coro` on the process's one persistent reward loop (a daemon thread started
   on first use, restarted in a forked child) and blocks for the result. Sync trainer adapters use it,
   so every sync call, from any thread, shares one loop: pooled judge connections and in-flight
@@ -29,32 +29,38 @@ T = TypeVar("T")
 
 
 class Limiter:
-    """At most `capacity` holders at once, across every event loop and thread (see module doc)."""
+    """At most `capacity` units held at once, across every event loop and thread (see module doc).
+
+    `acquire(n)` takes n units at once (all or nothing, so callers taking several can never deadlock
+    each other); grants are first come, first served."""
 
     def __init__(self, capacity: int) -> None:
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         self.capacity = capacity
         self._lock = threading.Lock()
-        self._held = 0
-        self._waiters: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = deque()
+        self._free = capacity
+        self._waiters: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None], int]] = deque()
 
     @property
     def held(self) -> int:
-        return self._held
+        return self.capacity - self._free
 
     @property
     def waiting(self) -> int:
-        return len(self._waiters)
+        """Units asked for by queued callers."""
+        return sum(n for _, _, n in self._waiters)
 
-    async def acquire(self) -> None:
+    async def acquire(self, n: int = 1) -> None:
+        if not 1 <= n <= self.capacity:
+            raise ValueError(f"cannot acquire {n} of a capacity of {self.capacity}")
         loop = asyncio.get_running_loop()
         with self._lock:
-            if self._held < self.capacity and not self._waiters:
-                self._held += 1
+            if self._free >= n and not self._waiters:
+                self._free -= n
                 return
             waiter: asyncio.Future[None] = loop.create_future()
-            entry = (loop, waiter)
+            entry = (loop, waiter, n)
             self._waiters.append(entry)
         try:
             await waiter
@@ -63,27 +69,33 @@ class Limiter:
                 queued = entry in self._waiters
                 if queued:
                     self._waiters.remove(entry)
-            if not queued and waiter.done() and not waiter.cancelled():
-                self.release()  # the slot reached us just as we were cancelled: pass it on
-            # (not queued and still pending/cancelled: `_grant` will see the cancel and pass it on)
+            if queued:
+                self._wake()  # a smaller request behind us may fit now
+            elif waiter.done() and not waiter.cancelled():
+                self.release(n)  # the units reached us just as we were cancelled: pass them on
+            # (granted but still pending: `_grant` sees the cancel and passes them on)
             raise
 
-    def release(self) -> None:
+    def release(self, n: int = 1) -> None:
         with self._lock:
-            while self._waiters:
-                loop, waiter = self._waiters.popleft()
+            if self._free + n > self.capacity:
+                raise RuntimeError("Limiter released more often than acquired")
+            self._free += n
+        self._wake()
+
+    def _wake(self) -> None:
+        with self._lock:
+            while self._waiters and self._waiters[0][2] <= self._free:
+                loop, waiter, n = self._waiters.popleft()
                 try:
-                    loop.call_soon_threadsafe(self._grant, waiter)  # the slot moves to the waiter
-                    return
+                    loop.call_soon_threadsafe(self._grant, waiter, n)  # the units move to the waiter
                 except RuntimeError:  # its loop is closed: that waiter is gone
                     continue
-            if self._held <= 0:
-                raise RuntimeError("Limiter released more often than acquired")
-            self._held -= 1
+                self._free -= n
 
-    def _grant(self, waiter: asyncio.Future[None]) -> None:
-        if waiter.done():  # cancelled before the slot arrived
-            self.release()
+    def _grant(self, waiter: asyncio.Future[None], n: int) -> None:
+        if waiter.done():  # cancelled before the units arrived
+            self.release(n)
         else:
             waiter.set_result(None)
 

@@ -171,6 +171,11 @@ class JudgeRubric(Rubric):
         self.stats: Counter[str] = Counter()  # judge_calls, cache_hits, shared, short_circuit, <kinds>
         self._keys = {normalize_text(k) for k in self.config.master_keys}
 
+    @property
+    def deterministic(self) -> bool:  # type: ignore[override]
+        """Greedy or seeded judging repeats itself; unseeded sampling does not (never cached)."""
+        return self.config.temperature == 0 or self.config.seed is not None
+
     # --- public API ------------------------------------------------------------------------
     async def _score(self, sample: Sample) -> RewardResult:
         response = final_segment(sample.completion_text)

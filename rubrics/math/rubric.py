@@ -46,6 +46,7 @@ class MathRubric(Rubric):
     """Math correctness (+ optional `\\boxed{}` format component); see module docstring."""
 
     name = "math"
+    deterministic = True
 
     def __init__(
         self,
@@ -71,6 +72,10 @@ class MathRubric(Rubric):
                 self._pool = CasPool(workers=self._workers)
                 self._own_pool = True
             return self._pool
+
+    async def warm_up(self) -> None:
+        """Start the CAS worker pool now (a server does this before it reports ready)."""
+        await asyncio.to_thread(lambda: self.pool)
 
     def check(self, response: str, golds: list[str], policy: MathPolicy) -> Verdict:
         """Blocking check (runs in a worker thread)."""

@@ -227,3 +227,27 @@ def test_run_sync_refuses_to_deadlock_on_its_own_loop():
 
     run_sync(inner())
     assert run_sync(asyncio.sleep(0, result=7)) == 7
+
+
+async def test_limiter_weighted_grants_are_all_or_nothing_and_fifo():
+    limiter = Limiter(4)
+    await limiter.acquire(3)
+    big = asyncio.create_task(limiter.acquire(4))  # needs everything: queued
+    small = asyncio.create_task(limiter.acquire(1))  # fits now, but waits behind `big` (FIFO)
+    await asyncio.sleep(0)
+    assert not big.done() and not small.done() and limiter.waiting == 5
+    limiter.release(3)
+    await big
+    assert limiter.held == 4 and not small.done()
+    limiter.release(4)
+    await small
+    assert limiter.held == 1
+    queued = asyncio.create_task(limiter.acquire(4))
+    await asyncio.sleep(0)
+    queued.cancel()  # a cancelled big request must not block the small one behind it
+    behind = asyncio.create_task(limiter.acquire(2))
+    await asyncio.gather(queued, return_exceptions=True)
+    await behind
+    assert limiter.held == 3 and limiter.waiting == 0
+    with pytest.raises(ValueError):
+        await limiter.acquire(5)
