@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import hashlib
 import json
 import logging
@@ -296,6 +297,8 @@ def create_app(
     async def warm_up() -> None:
         try:
             await asyncio.gather(*(r.warm_up() for r in rubrics.values()))
+            gc.collect()
+            gc.freeze()  # start-up objects never need collecting: full GC passes stay short
             state["ready"] = bool(rubrics)
         except Exception as exc:  # noqa: BLE001 - reported by /readyz, never a crash of the server
             log.exception("rubric warm-up failed")
