@@ -244,3 +244,74 @@ def test_real_trl_grpo_trainer_keeps_verified_rewards_after_step_one(tiny_model,
         assert 0.0 <= logged["rewards/code/mean"] <= 1.0
         assert logged["rewards/weighted_reward/mean"] == pytest.approx(0.5)  # math 0 + judge 5/10
     run_sync(code.aclose())
+
+
+def test_real_verl_prime_manager_and_grpo_parity():
+    """With veRL installed: its own prime scoring function and its registry and GRPO (CI: skipped;
+    veRL's pins conflict with the project's transformers)."""
+    prime = pytest.importorskip("verl.workers.reward_manager.prime")
+    core_algos = pytest.importorskip("verl.trainer.ppo.core_algos")
+    from rubrics.adapters import verl_advantage
+
+    assert verl_advantage.register()
+    assert core_algos.get_adv_estimator_fn("grpo_verified") is grpo_verified_advantage
+    adapter = VerlReward(partial(MathRubric, workers=1))
+    completions = [f"\\boxed{{{n}}}" for n in range(6)]
+    references = [str(n if n % 2 == 0 else n + 1) for n in range(6)]
+    for _ in range(2):
+        scores = prime.run_reward_scoring(
+            adapter.compute_score_prime, completions, references, ["math"] * 6, num_processes=2
+        )
+        assert scores == [1.0, 0.0, 1.0, 0.0, 1.0, 0.0]
+    rewards = torch.zeros(8, 3)
+    rewards[:, -1] = torch.tensor([1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0, 0.0])
+    index = np.array(["a"] * 4 + ["b"] * 4, dtype=object)
+    ours, _ = grpo_verified_advantage(rewards.clone(), torch.ones(8, 3), index)
+    theirs, _ = core_algos.compute_grpo_outcome_advantage(rewards.clone(), torch.ones(8, 3), index)
+    assert torch.allclose(ours, theirs, atol=1e-5)  # all verified: exactly veRL's GRPO
+
+
+def test_real_verl_reward_managers_every_step(request):
+    """With veRL installed: its naive, batch and dapo managers over a DataProto whose ground truths
+    are JSON-string test suites, for several steps (CI: skipped, see above)."""
+    verl = pytest.importorskip("verl")
+    from transformers import AutoTokenizer
+    from verl.workers.reward_manager.batch import BatchRewardManager
+    from verl.workers.reward_manager.dapo import DAPORewardManager
+    from verl.workers.reward_manager.naive import NaiveRewardManager
+
+    tok = AutoTokenizer.from_pretrained(str(request.getfixturevalue("tiny_model")))
+    adapter = VerlReward(CodeRubric("auto", CodeRubricConfig(max_concurrency=2)))
+
+    def batch(step: int):
+        texts = [
+            GOOD.replace("print(", f"# {step}-{i}\nprint(")
+            if i % 2 == 0
+            else f"```python\nprint({i + 100})\n```"
+            for i in range(12)
+        ]
+        ids = [tok.encode(t) for t in texts]
+        width = max(map(len, ids))
+        responses = torch.tensor([r + [tok.pad_token_id] * (width - len(r)) for r in ids])
+        mask = torch.tensor([[1, 1] + [1] * len(r) + [0] * (width - len(r)) for r in ids])
+        suite = json.dumps(SUITE.to_dict())
+        return verl.DataProto.from_dict(
+            tensors={"prompts": torch.full((12, 2), 5), "responses": responses, "attention_mask": mask},
+            non_tensors={
+                "reward_model": np.array([{"ground_truth": suite}] * 12, dtype=object),
+                "data_source": np.array(["code"] * 12, dtype=object),
+                "extra_info": np.array([{"index": i} for i in range(12)], dtype=object),
+            },
+        )
+
+    managers = [
+        NaiveRewardManager(tokenizer=tok, num_examine=0, compute_score=adapter.compute_score),
+        BatchRewardManager(tokenizer=tok, num_examine=0, compute_score=adapter.compute_score_batch),
+        DAPORewardManager(tokenizer=tok, num_examine=0, compute_score=adapter.compute_score),
+    ]
+    for step in range(3):
+        for manager in managers:
+            out = manager(batch(step), return_dict=True)
+            assert out["reward_tensor"].sum(-1).tolist() == [1.0, 0.0] * 6, type(manager).__name__
+            assert list(out["reward_extra_info"]["verified"]) == [1.0] * 12
+    run_sync(adapter.rubric.aclose())
