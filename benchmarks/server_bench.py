@@ -29,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -119,7 +120,9 @@ def load(port: int, concurrency: int, seconds: float, n_items: int, out: mp.Queu
 # --- servers -----------------------------------------------------------------------------------
 
 
-def start(kind: str, port: int, workers: int, tmp: pathlib.Path) -> subprocess.Popen:
+def start(
+    kind: str, port: int, workers: int, tmp: pathlib.Path, extra: Sequence[str] = ()
+) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RLVR_MATH_WORKERS": "2"}
     if kind == "naive":
         (tmp / "naive_server.py").write_text(NAIVE)
@@ -146,7 +149,7 @@ def start(kind: str, port: int, workers: int, tmp: pathlib.Path) -> subprocess.P
         "--workers",
         str(workers),
     ]
-    cmd += ["--math-workers", str(max(1, 2 // workers))]  # 2 CAS workers in all, as the naive pool
+    cmd += ["--math-workers", str(max(1, 2 // workers)), *extra]  # 2 CAS workers in all, as the naive pool
     return subprocess.Popen(cmd, cwd=ROOT, env=env)
 
 
@@ -171,9 +174,11 @@ def rss_mb(pid: int) -> float:
     return sum(int(x) for x in (out + own).split()) / 1024
 
 
-def measure(kind: str, workers: int, args: argparse.Namespace, tmp: pathlib.Path) -> dict:
+def measure(
+    kind: str, workers: int, args: argparse.Namespace, tmp: pathlib.Path, extra: Sequence[str] = ()
+) -> dict:
     port = free_port()
-    proc = start(kind, port, workers, tmp)
+    proc = start(kind, port, workers, tmp, extra)
     try:
         wait_ready(port)
         q: mp.Queue = mp.get_context("spawn").Queue()
@@ -211,7 +216,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--items", type=int, default=200_000, help="distinct items in the rotation")
-    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="server processes of ours")
+    ap.add_argument("--workers", type=int, nargs="+", default=[1], help="server processes of ours")
+    ap.add_argument("--inflight", type=int, nargs="+", default=[24, 256], help="math windows of ours")
     args = ap.parse_args()
     tmp = pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / f"server_bench_{os.getpid()}"
     tmp.mkdir(parents=True, exist_ok=True)
@@ -219,18 +225,20 @@ def main() -> None:
         f"concurrency {args.concurrency}, {args.seconds:g} s per server, {args.rounds} round(s), cpus {os.cpu_count()}"
     )
     print(
-        f"{'round':>5} {'server':<16} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6} {'RSS MiB':>8} {'x req/s':>8} {'x p99':>7}  load"
+        f"{'round':>5} {'server':<22} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6} {'RSS MiB':>8} {'x req/s':>8} {'x p99':>7}  load"
     )
     for rnd in range(1, args.rounds + 1):
         load0 = open("/proc/loadavg").read().split()[0]
         base = measure("naive", 1, args, tmp)
         rows = [("naive inline", base)] + [
-            (f"ours, {w} proc", measure("ours", w, args, tmp)) for w in args.workers
+            (f"ours {w}p window {k}", measure("ours", w, args, tmp, ["--rubric-inflight", f"math={k}"]))
+            for w in args.workers
+            for k in args.inflight
         ]
         load1 = open("/proc/loadavg").read().split()[0]
         for name, r in rows:
             print(
-                f"{rnd:>5} {name:<16} {r['rps']:>8.0f} {r['p50']:>8.1f} {r['p99']:>8.1f} {r['errors']:>6} "
+                f"{rnd:>5} {name:<22} {r['rps']:>8.0f} {r['p50']:>8.1f} {r['p99']:>8.1f} {r['errors']:>6} "
                 f"{r['rss']:>8.0f} {r['rps'] / base['rps']:>8.2f} {r['p99'] / base['p99']:>7.2f}  {load0}->{load1}"
             )
 

@@ -15,10 +15,13 @@ Endpoints:
   (Prometheus, see `rubrics.server_metrics`).
 
 Guarantees:
-* Admission: at most `max_inflight` items are scored at once; further items wait in a FIFO queue
-  (a batch larger than `max_inflight` is scored in slices). 429 with `Retry-After` only under real
-  overload: when the items in flight and queued would exceed `max_inflight + max_queued`. An idle
-  server admits any request up to `max_batch` items (a larger one is 413).
+* Admission, per rubric: at most `max_inflight` items (`rubric_inflight[name]` if set) are scored
+  at once; further items wait in a FIFO queue (a batch larger than that is scored in slices). 429
+  with `Retry-After` only under real overload: when a rubric's items in flight and queued would
+  exceed its window + `max_queued`. An idle server admits any request up to `max_batch` items (a
+  larger one is 413). A small window for a CPU rubric keeps the tail short: with the math rubric,
+  cheap checks would otherwise overtake the CAS-bound ones without bound (a trainer waits for the
+  slowest item of its batch), see `benchmarks/results/server_bench.md`.
 * Every request has an enforced deadline (`item_timeout_s`, queueing included); items still
   unscored then come back `timeout` (unverified).
 * Verified results of deterministic rubrics (`Rubric.deterministic`) are kept in a bounded LRU
@@ -54,7 +57,8 @@ log = logging.getLogger(__name__)
 
 
 class ServerConfig(BaseModel):
-    max_inflight: int = Field(default=256, ge=1, description="Items scored at once")
+    max_inflight: int = Field(default=256, ge=1, description="Items scored at once per rubric")
+    rubric_inflight: dict[str, int] = Field(default_factory=dict, description="Per-rubric max_inflight")
     max_queued: int = Field(default=4096, ge=0, description="Items waiting for a slot; beyond -> 429")
     max_batch: int = Field(default=4096, ge=1, description="Items in one request; more -> 413")
     item_timeout_s: float = Field(default=300.0, gt=0, description="Deadline of one request's scoring")
@@ -165,12 +169,12 @@ class Scorer:
 
     def __init__(self, rubrics: Mapping[str, Rubric], cfg: ServerConfig, metrics: ServerMetrics) -> None:
         self.rubrics, self.cfg, self.metrics = rubrics, cfg, metrics
-        self.slots = Limiter(cfg.max_inflight)
-        self.queued = 0
+        self.slots = {name: Limiter(cfg.rubric_inflight.get(name, cfg.max_inflight)) for name in rubrics}
+        self.queued = dict.fromkeys(rubrics, 0)
         self.cache: OrderedDict[bytes, RewardResult] = OrderedDict()
         self.flights: dict[bytes, asyncio.Future[RewardResult]] = {}
-        metrics.inflight.set_function(lambda: self.slots.held)
-        metrics.queued.set_function(lambda: self.queued)
+        metrics.inflight.set_function(lambda: sum(s.held for s in self.slots.values()))
+        metrics.queued.set_function(lambda: sum(self.queued.values()))
         metrics.cache_entries.set_function(lambda: len(self.cache))
 
     def rubric(self, name: str) -> Rubric:
@@ -208,11 +212,12 @@ class Scorer:
                 todo[key] = [i]
         if cacheable and todo:
             self.metrics.cache.labels(name, "miss").inc(len(todo))
-        if todo and (self.slots.held or self.queued):
-            if self.slots.held + self.queued + len(todo) > self.cfg.max_inflight + self.cfg.max_queued:
+        slots, queued = self.slots[name], self.queued[name]
+        if todo and (slots.held or queued):
+            if slots.held + queued + len(todo) > slots.capacity + self.cfg.max_queued:
                 raise Overloaded
         if todo:
-            await self._own(rubric, samples, todo, results, cacheable)
+            await self._own(name, samples, todo, results, cacheable)
         for i, future in shared:
             results[i] = await self._deadline(asyncio.shield(future), None)
         for r in results:
@@ -221,7 +226,7 @@ class Scorer:
 
     async def _own(
         self,
-        rubric: Rubric,
+        name: str,
         samples: Sequence[Sample],
         todo: dict[Any, list[int]],
         results: list[RewardResult | None],
@@ -237,7 +242,7 @@ class Scorer:
         scored = [RewardResult.unverified(Status.ERROR, "scoring was cancelled")] * len(todo)
         try:
             scored = await self._deadline(
-                self._run(rubric, [samples[ix[0]] for ix in todo.values()]), len(todo)
+                self._run(name, [samples[ix[0]] for ix in todo.values()]), len(todo)
             )
         finally:
             for (key, indices), result in zip(todo.items(), scored, strict=True):
@@ -258,22 +263,23 @@ class Scorer:
             )
             return result if n is None else [result] * n
 
-    async def _run(self, rubric: Rubric, samples: list[Sample]) -> list[RewardResult]:
-        cap = self.cfg.max_inflight
+    async def _run(self, name: str, samples: list[Sample]) -> list[RewardResult]:
+        cap = self.slots[name].capacity
         slices = [samples[i : i + cap] for i in range(0, len(samples), cap)]
-        parts = await asyncio.gather(*(self._slice(rubric, s) for s in slices))
+        parts = await asyncio.gather(*(self._slice(name, s) for s in slices))
         return [r for part in parts for r in part]
 
-    async def _slice(self, rubric: Rubric, samples: list[Sample]) -> list[RewardResult]:
-        self.queued += len(samples)
+    async def _slice(self, name: str, samples: list[Sample]) -> list[RewardResult]:
+        slots = self.slots[name]
+        self.queued[name] += len(samples)
         try:
-            await self.slots.acquire(len(samples))
+            await slots.acquire(len(samples))
         finally:
-            self.queued -= len(samples)
+            self.queued[name] -= len(samples)
         try:
-            return await rubric.score_group(samples)
+            return await self.rubrics[name].score_group(samples)
         finally:
-            self.slots.release(len(samples))
+            slots.release(len(samples))
 
     def _remember(self, key: bytes, result: RewardResult) -> None:
         self.cache[key] = result

@@ -98,8 +98,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--sandbox", default="auto")
     p.add_argument("--judge-url", default=None)
     p.add_argument("--judge-model", default="judge")
+    p.add_argument("--rubric-inflight", action="append", default=[], help="name=N: that rubric's window")
     for field, info in ServerConfig.model_fields.items():
-        if field != "special_tokens":
+        if field not in ("special_tokens", "rubric_inflight"):
             p.add_argument(
                 f"--{field.replace('_', '-')}",
                 type=type(info.default) if info.default is not None else str,
@@ -110,7 +111,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     options = {"math_workers": args.math_workers, "sandbox": args.sandbox, "judge_model": args.judge_model}
     if args.judge_url:
         options["judge_url"] = args.judge_url
-    overrides = {f: getattr(args, f) for f in ServerConfig.model_fields if getattr(args, f, None) is not None}
+    overrides: dict[str, Any] = {
+        f: getattr(args, f) for f in ServerConfig.model_fields if getattr(args, f, None) is not None
+    }
+    windows = dict(item.split("=", 1) for item in args.rubric_inflight)
+    # the math rubric's window: enough to keep its CAS workers and the event loop busy, small enough
+    # that cheap checks do not overtake CAS-bound ones without bound (see rubrics.server)
+    windows.setdefault("math", 12 * args.math_workers)
+    overrides["rubric_inflight"] = {k: int(v) for k, v in windows.items()}
     config = ServerConfig(**overrides)
     os.environ["RLVR_REWARD_RUBRICS"] = ",".join(args.rubric)
     os.environ["RLVR_REWARD_OPTIONS"] = json.dumps(options)

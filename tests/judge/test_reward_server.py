@@ -90,7 +90,7 @@ async def test_queue_then_429_only_under_real_overload(serve):
         )
         assert await asyncio.to_thread(gate.entered.wait, 30)
         waiting = asyncio.create_task(http.post("/score", json={"rubric": "gate", **item("c")}))
-        while app.state.scorer.queued < 1:  # the third item waits for a slot instead of a 429
+        while app.state.scorer.queued["gate"] < 1:  # the third item waits for a slot, no 429
             await asyncio.sleep(0.005)
         queued_metrics = (await http.get("/metrics")).text
         rejected = await http.post("/score", json={"rubric": "gate", **item("d")})  # 2 + 1 + 1 > 2 + 1
@@ -134,6 +134,13 @@ async def test_idle_server_scores_a_batch_larger_than_max_inflight_in_slices(ser
     assert big.status_code == 200 and [r["score"] for r in big.json()["results"]] == [1.0] * 10
     assert rubric.peak <= 4  # never more than max_inflight at once
     assert too_big.status_code == 413
+    narrow = Peak()
+    url = serve(create_app({"peak": narrow}, ServerConfig(max_inflight=4, rubric_inflight={"peak": 2})))
+    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        sliced = await http.post(
+            "/score_batch", json={"rubric": "peak", "items": [item(str(i)) for i in range(7)]}
+        )
+    assert sliced.status_code == 200 and narrow.peak <= 2  # the rubric's own window wins
 
 
 async def test_lone_surrogates_and_bad_bodies_are_not_500(serve):
