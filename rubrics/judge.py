@@ -191,10 +191,10 @@ class JudgeRubric(Rubric):
         if not self.config.short_circuit:
             return None
         if not response.strip():
-            self.stats["short_circuit"] += 1
+            self._bump("short_circuit")
             return RewardResult.zero(Status.NO_ANSWER, "empty response (no judge call)")
         if normalize_text(response) in self._keys or not normalize_text(response):
-            self.stats["short_circuit"] += 1
+            self._bump("short_circuit")
             return RewardResult.zero(Status.HACK, f"master-key response {response.strip()[:40]!r}")
         return None
 
@@ -379,11 +379,11 @@ class JudgeRubric(Rubric):
             if cached is not None:
                 self._cache.move_to_end(key)
         if cached is not None:
-            self.stats["cache_hits"] += 1
+            self._bump("cache_hits")
             return cached
         slot = (asyncio.get_running_loop(), key)  # futures belong to one loop: share within it
         if slot in self._inflight:
-            self.stats["shared"] += 1
+            self._bump("shared")
             return await asyncio.shield(self._inflight[slot])
         task = asyncio.ensure_future(self._call(body))
         self._inflight[slot] = task
@@ -403,7 +403,7 @@ class JudgeRubric(Rubric):
 
     async def _call(self, body: dict[str, Any]) -> Verdict:
         client = await self._get_client()
-        self.stats["judge_calls"] += 1
+        self._bump("judge_calls")
         try:
             reply = await client.chat(body)
         except JudgeCallError as exc:
@@ -431,8 +431,12 @@ class JudgeRubric(Rubric):
             raise VerdictError("low_confidence", f"valid-token mass {mass:.3f} < {c.min_valid_mass}")
         return Verdict(value, mass=mass)
 
+    def _bump(self, stat: str) -> None:
+        with self._lock:  # several loops and threads may share this rubric
+            self.stats[stat] += 1
+
     def _count(self, verdict: Verdict) -> Verdict:
-        self.stats[verdict.kind] += 1
+        self._bump(verdict.kind)
         return verdict
 
     def _failure(self, verdict: Verdict) -> RewardResult:
