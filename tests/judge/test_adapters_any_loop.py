@@ -16,6 +16,7 @@ import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import httpx
 import pytest
 
 from rubrics.adapters.trl import trl_reward_functions
@@ -27,6 +28,7 @@ from rubrics.code_tests import StdioTest, TestSuite
 from rubrics.core import WeightedRubric
 from rubrics.judge import JudgeConfig, JudgeRubric
 from rubrics.math import MathRubric
+from rubrics.server import ServerConfig, create_app
 
 THREADS, STEPS, ITEMS = 4, 3, 4
 SUITE = TestSuite([StdioTest("1 2\n", "3\n")], time_limit_s=5.0, memory_mb=256)
@@ -159,7 +161,7 @@ def test_verl_call_sites_from_many_threads_and_loops(rubrics, kind):
         assert got == expected
 
 
-@pytest.mark.parametrize("kind", ["math", "judge"])
+@pytest.mark.parametrize("kind", ["math", "code", "judge", "weighted"])
 def test_verifiers_reward_function_from_successive_loops_and_threads(rubrics, kind):
     reward = reward_function(rubrics[kind])
 
@@ -174,6 +176,25 @@ def test_verifiers_reward_function_from_successive_loops_and_threads(rubrics, ki
             )
 
         return asyncio.run(run()), expected
+
+    for got, expected in in_threads(step):
+        assert got == expected
+
+
+def test_reward_server_over_the_same_rubrics_from_many_client_threads(rubrics, serve):
+    """The server's loop scores rubric objects that every other test above used on other loops."""
+    url = serve(create_app(rubrics, ServerConfig(cache_size=0, max_inflight=3)))  # contended windows
+
+    def step(t: int, s: int) -> tuple[list, list]:
+        kind = ["math", "code", "judge", "weighted"][(t + s) % 4]
+        prompts, completions, answers, expected = batch(kind, f"server-{t}-{s}")
+        items = [
+            {"prompt": p, "completion": c, "answer": a.to_dict() if isinstance(a, TestSuite) else a}
+            for p, c, a in zip(prompts, completions, answers, strict=True)
+        ]
+        with httpx.Client(base_url=url, timeout=120) as http:
+            body = http.post("/score_batch", json={"rubric": kind, "items": items}).json()
+        return [r["score"] for r in body["results"]], expected
 
     for got, expected in in_threads(step):
         assert got == expected
