@@ -42,6 +42,7 @@ import asyncio
 import os
 import threading
 import uuid
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -51,15 +52,23 @@ from rubrics.core import RewardResult, Rubric, Sample, Status
 
 RubricFactory = Callable[[], Rubric]
 
-_ADAPTERS: dict[tuple[int, str], VerlReward] = {}  # (pid, uid) -> this process's copy
+# (pid, uid) -> this process's adapter: weak for the ones users built (dropped with them), strong for
+# copies unpickled into worker processes (the prime manager unpickles per task: build the rubric once)
+_ADAPTERS: weakref.WeakValueDictionary[tuple[int, str], VerlReward] = weakref.WeakValueDictionary()
+_RESTORED: dict[tuple[int, str], VerlReward] = {}
 _ADAPTERS_LOCK = threading.Lock()
 
 
 def _restore(uid: str, factory: RubricFactory, options: dict[str, Any]) -> VerlReward:
     """Unpickling target: one adapter (and rubric) per process and original adapter."""
+    key = (os.getpid(), uid)
     with _ADAPTERS_LOCK:
-        adapter = _ADAPTERS.get((os.getpid(), uid))
-    return adapter if adapter is not None else VerlReward(factory, _uid=uid, **options)
+        adapter = _ADAPTERS.get(key) or _RESTORED.get(key)
+    if adapter is None:
+        adapter = VerlReward(factory, _uid=uid, **options)
+        with _ADAPTERS_LOCK:
+            adapter = _RESTORED.setdefault(key, adapter)
+    return adapter
 
 
 class VerlReward:
