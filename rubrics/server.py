@@ -161,7 +161,7 @@ def sample_key(rubric: str, sample: Sample) -> bytes:
 
 
 class Overloaded(Exception):
-    pass
+    """A rubric's window and queue are full: the request is refused (429) before any work."""
 
 
 class Scorer:
@@ -210,12 +210,12 @@ class Scorer:
                 count[1].inc()
             else:
                 todo[key] = [i]
-        if cacheable and todo:
-            self.metrics.cache.labels(name, "miss").inc(len(todo))
         slots, queued = self.slots[name], self.queued[name]
         if todo and (slots.held or queued):
             if slots.held + queued + len(todo) > slots.capacity + self.cfg.max_queued:
                 raise Overloaded
+        if cacheable and todo:
+            self.metrics.cache.labels(name, "miss").inc(len(todo))
         if todo:
             await self._own(name, samples, todo, results, cacheable)
         for i, future in shared:
