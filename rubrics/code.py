@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from rubrics.aio import Limiter
 from rubrics.code_tests import (
     AssertTest,
     CallTest,
@@ -164,8 +165,9 @@ class CodeRubric(Rubric):
         self._sandbox_spec = sandbox
         self._sandbox: Sandbox | None = sandbox if not isinstance(sandbox, str) else None
         self._owns_sandbox = isinstance(sandbox, str)
-        self._limit = asyncio.Semaphore(self.config.max_concurrency)
-        self._creating = asyncio.Lock()
+        # loop-agnostic: one rubric serves many event loops and threads at once (see rubrics.aio)
+        self._limit = Limiter(self.config.max_concurrency)
+        self._creating = Limiter(1)
 
     async def get_sandbox(self) -> Sandbox:
         """The sandbox; a named one is built on first use, off the event loop (pools start workers)."""

@@ -118,6 +118,9 @@ class Rubric(ABC):
     """
 
     name: str = "rubric"
+    # True when the same sample always gets the same verified result, so a verified result may be
+    # cached and shared (the reward server does). Conservative default: not cached.
+    deterministic: bool = False
 
     @abstractmethod
     async def _score(self, sample: Sample) -> RewardResult: ...
@@ -147,6 +150,9 @@ class Rubric(ABC):
             reason = f"{self.name} returned {len(results)} results for {len(samples)} samples"
             return [RewardResult.unverified(Status.ERROR, reason) for _ in samples]
         return results
+
+    async def warm_up(self) -> None:
+        """Start pools/workers now rather than on the first call (servers call it before ready)."""
 
     async def aclose(self) -> None:
         """Release pools/clients. Safe to call more than once."""
@@ -185,6 +191,7 @@ class WeightedRubric(Rubric):
         for key, comp in self.parts.items():
             if comp.low > comp.high:
                 raise ValueError(f"component {key!r}: low {comp.low} > high {comp.high}")
+        self.deterministic = all(c.rubric.deterministic for c in self.parts.values())
 
     async def _score(self, sample: Sample) -> RewardResult:
         return (await self._score_group([sample]))[0]
@@ -215,6 +222,9 @@ class WeightedRubric(Rubric):
             reason="; ".join(f"{k}: {r.reason}" for k, r in results.items() if r.reason),
         )
 
+    async def warm_up(self) -> None:
+        await asyncio.gather(*(c.rubric.warm_up() for c in self.parts.values()))
+
     async def aclose(self) -> None:
         await asyncio.gather(*(c.rubric.aclose() for c in self.parts.values()))
 
@@ -238,6 +248,7 @@ class ExactMatchRubric(Rubric):
     """
 
     name = "exact_match"
+    deterministic = True
 
     async def _score(self, sample: Sample) -> RewardResult:
         final = final_segment(sample.completion_text)

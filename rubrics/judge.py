@@ -17,6 +17,8 @@ Contract:
 * Successful verdicts are cached (LRU, keyed by endpoint, model, full messages, sampling and parsing
   settings and sample index); identical in-flight requests share one call. Unseeded sampling at
   temperature > 0 is never cached nor shared.
+* Usable from any event loop and thread at once: each loop gets its own pooled client (httpx pools
+  are loop-bound) and its own in-flight table; the verdict cache is shared and locked.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import asyncio
 import hashlib
 import json
 import statistics
+import threading
 from collections import Counter, OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -159,14 +162,21 @@ class JudgeRubric(Rubric):
             self.config.template
         ):
             raise ValueError("a judge template needs {response} and {format} placeholders")
-        self._client = client
+        self._client = client  # injected by the caller (bound to the caller's loop), else None
         self._owns_client = client is None
-        self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._clients: dict[asyncio.AbstractEventLoop, JudgeClient] = {}  # owned: one per loop
+        self._client_source: JudgeRubric | None = None  # the pairwise twin borrows its parent's clients
+        self._lock = threading.Lock()
         self._cache: OrderedDict[str, Verdict] = OrderedDict()
-        self._inflight: dict[str, asyncio.Future[Verdict]] = {}
+        self._inflight: dict[tuple[asyncio.AbstractEventLoop, str], asyncio.Future[Verdict]] = {}
         self._pair: JudgeRubric | None = None
         self.stats: Counter[str] = Counter()  # judge_calls, cache_hits, shared, short_circuit, <kinds>
         self._keys = {normalize_text(k) for k in self.config.master_keys}
+
+    @property
+    def deterministic(self) -> bool:  # type: ignore[override]
+        """Greedy or seeded judging repeats itself; unseeded sampling does not (never cached)."""
+        return self.config.temperature == 0 or self.config.seed is not None
 
     # --- public API ------------------------------------------------------------------------
     async def _score(self, sample: Sample) -> RewardResult:
@@ -183,10 +193,10 @@ class JudgeRubric(Rubric):
         if not self.config.short_circuit:
             return None
         if not response.strip():
-            self.stats["short_circuit"] += 1
+            self._bump("short_circuit")
             return RewardResult.zero(Status.NO_ANSWER, "empty response (no judge call)")
         if normalize_text(response) in self._keys or not normalize_text(response):
-            self.stats["short_circuit"] += 1
+            self._bump("short_circuit")
             return RewardResult.zero(Status.HACK, f"master-key response {response.strip()[:40]!r}")
         return None
 
@@ -207,11 +217,11 @@ class JudgeRubric(Rubric):
     async def compare(self, question: str, a: str, b: str, *, swap: bool = True) -> RewardResult:
         """Pairwise: 1.0 if `a` is better, 0.0 if `b` is, 0.5 for a tie. With `swap`, both orders are
         judged and an order-dependent (inconsistent) verdict counts as a tie (position-bias guard)."""
-        client = await self._get_client()
-        if self._pair is None or self._pair._client is not client:
+        if self._pair is None:
             update = {"mode": "tag", "tag": "verdict", "labels": {"A": 1, "B": 0, "tie": 0.5}, "samples": 1}
-            self._pair = JudgeRubric(self.config.model_copy(update=update), client=client)
-            self._pair._owns_client = False
+            pair = JudgeRubric(self.config.model_copy(update=update))
+            pair._owns_client, pair._client_source = False, self
+            self._pair = pair
         pair = self._pair
         orders = [(a, b), (b, a)] if swap else [(a, b)]
         calls = []
@@ -261,11 +271,17 @@ class JudgeRubric(Rubric):
         return out
 
     async def aclose(self) -> None:
-        if self._client is not None and self._owns_client:
-            client, self._client = self._client, None
-            if self._client_loop is asyncio.get_running_loop():
+        """Release this rubric's clients: on the running loop now, on other live loops through those
+        loops; clients of loops that have ended are forgotten (their sockets went with the loop)."""
+        with self._lock:
+            clients, self._clients = self._clients, {}
+        here = asyncio.get_running_loop()
+        for loop, client in clients.items():
+            if loop is here:
                 await release_client(client)
-            else:  # its loop has ended: the sockets went with it
+            elif loop.is_running():
+                asyncio.run_coroutine_threadsafe(release_client(client), loop)
+            else:
                 forget_client(client)
 
     # --- internals ---------------------------------------------------------------------------
@@ -330,16 +346,21 @@ class JudgeRubric(Rubric):
         return body
 
     async def _get_client(self) -> JudgeClient:
-        """The client for the running loop. An owned client from an earlier (finished) loop is dropped
-        and a pooled one for this loop taken instead (e.g. Verifiers calling from successive loops)."""
+        """The client for the running loop: the injected one, else this rubric's pooled client for
+        this loop (taken on first use). Clients of loops that have closed are dropped on the way
+        (e.g. Verifiers or `asyncio.run` callers using successive loops)."""
+        if self._client_source is not None:
+            return await self._client_source._get_client()
+        if self._client is not None:
+            return self._client
         loop = asyncio.get_running_loop()
-        if self._client is not None and self._owns_client and self._client_loop is not loop:
-            forget_client(self._client)
-            self._client = None
-        if self._client is None:
-            self._client = shared_client(self.config.endpoint())
-            self._client_loop = loop
-        return self._client
+        with self._lock:
+            for dead in [lp for lp in self._clients if lp.is_closed()]:
+                forget_client(self._clients.pop(dead))
+            client = self._clients.get(loop)
+            if client is None:
+                client = self._clients[loop] = shared_client(self.config.endpoint())
+        return client
 
     def _echoes(self, messages: list[dict[str, str]], template: str) -> list[str]:
         """Our own prompt text, which a judge may restate around its verdict (cut before parsing)."""
@@ -365,31 +386,36 @@ class JudgeRubric(Rubric):
                 "mass": c.min_valid_mass,
             }
         )
-        if key in self._cache:
-            self._cache.move_to_end(key)
-            self.stats["cache_hits"] += 1
-            return self._cache[key]
-        if key in self._inflight:
-            self.stats["shared"] += 1
-            return await asyncio.shield(self._inflight[key])
+        with self._lock:
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
+        if cached is not None:
+            self._bump("cache_hits")
+            return cached
+        slot = (asyncio.get_running_loop(), key)  # futures belong to one loop: share within it
+        if slot in self._inflight:
+            self._bump("shared")
+            return await asyncio.shield(self._inflight[slot])
         task = asyncio.ensure_future(self._call(body, echoes))
-        self._inflight[key] = task
+        self._inflight[slot] = task
         try:
             verdict = await asyncio.shield(task)
         finally:
             if task.done():
-                self._inflight.pop(key, None)
+                self._inflight.pop(slot, None)
             else:
-                task.add_done_callback(lambda _t: self._inflight.pop(key, None))
+                task.add_done_callback(lambda _t: self._inflight.pop(slot, None))
         if verdict.value is not None and c.cache_size:
-            self._cache[key] = verdict
-            while len(self._cache) > c.cache_size:
-                self._cache.popitem(last=False)
+            with self._lock:
+                self._cache[key] = verdict
+                while len(self._cache) > c.cache_size:
+                    self._cache.popitem(last=False)
         return verdict
 
     async def _call(self, body: dict[str, Any], echoes: Sequence[str] = ()) -> Verdict:
         client = await self._get_client()
-        self.stats["judge_calls"] += 1
+        self._bump("judge_calls")
         try:
             reply = await client.chat(body)
         except JudgeCallError as exc:
@@ -418,8 +444,12 @@ class JudgeRubric(Rubric):
             raise VerdictError("low_confidence", f"valid-token mass {mass:.3f} < {c.min_valid_mass}")
         return Verdict(value, mass=mass)
 
+    def _bump(self, stat: str) -> None:
+        with self._lock:  # several loops and threads may share this rubric
+            self.stats[stat] += 1
+
     def _count(self, verdict: Verdict) -> Verdict:
-        self.stats[verdict.kind] += 1
+        self._bump(verdict.kind)
         return verdict
 
     def _failure(self, verdict: Verdict) -> RewardResult:

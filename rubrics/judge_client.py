@@ -32,6 +32,8 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, Field, ValidationError
 
+from rubrics.aio import Limiter
+
 TRANSIENT_HTTP = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
 
@@ -110,7 +112,7 @@ class JudgeClient:
             limits=limits,
             trust_env=False,  # never route judge traffic through a proxy from the environment
         )
-        self._gate = asyncio.Semaphore(endpoint.max_concurrency)
+        self._gate = Limiter(endpoint.max_concurrency)
         self._rng = rng or random.Random()
         self.calls = 0  # HTTP attempts made (for metrics and tests)
 

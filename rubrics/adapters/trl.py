@@ -3,7 +3,10 @@
 Contract (TRL >= 1.0): `f(prompts, completions, completion_ids=None, **kwargs) -> list[float | None]`,
 one value per completion. Dataset columns arrive in `kwargs` as per-completion lists: the gold is
 read from `answer_key` (default "answer"); every other column becomes the sample's `info`.
-Conversational prompts/completions (lists of `{"role", "content"}`) are accepted as they are.
+Conversational prompts/completions (lists of `{"role", "content"}`) are accepted as they are. Golds
+stored as JSON object strings (HF datasets flatten a code test suite to one) are decoded
+(`decode_gold`). The sync function runs on the process's persistent reward loop (`rubrics.aio`), so
+it works from any thread, for every step.
 
 * Unverified results (judge outage, timeout, parse failure) map to `None` (TRL turns it into NaN
   and keeps it out of the baseline), or to `fallback` when one is configured.
@@ -12,17 +15,25 @@ Conversational prompts/completions (lists of `{"role", "content"}`) are accepted
   unverified.
 * When TRL passes `log_metric`, the function logs `<name>/unverified` and `<name>/fail/<kind>`
   (parse_error, timeout, ...) as shares of the batch.
+
+Honest semantics with several reward functions: TRL sums them with `nansum`, so a None from one
+function counts as 0 whenever another function returned a number for that completion; only a row
+where *every* function returned None is kept out of the group baseline (TRL >= 1.7: advantage 0).
+Passing a math function and a judge function separately therefore trains a judge outage as "judge
+said 0". To keep such samples out, pass ONE combined function: `trl_weighted_reward({"math": ...,
+"judge": ...})` scores a `WeightedRubric`, which is unverified (None) as soon as any part is.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from rubrics.adapters._sync import run_sync
-from rubrics.core import RewardResult, Rubric, Sample, Status
+from rubrics.adapters._inputs import decode_gold
+from rubrics.aio import run_sync
+from rubrics.core import Component, RewardResult, Rubric, Sample, Status, WeightedRubric
 
 _TRL_KEYS = {"trainer_state", "log_metric", "log_extra", "environments", "completion_ids"}
 
@@ -36,7 +47,7 @@ def _samples(
         Sample(
             prompt=prompt,
             completion=completion,
-            answer=answers[i],
+            answer=decode_gold(answers[i]),
             info={k: v[i] for k, v in columns.items() if len(v) == len(completions)},
         )
         for i, (prompt, completion) in enumerate(zip(prompts, completions, strict=True))
@@ -84,3 +95,12 @@ def trl_reward_functions(
     reward.__name__ = reward.__qualname__ = fname
     reward_async.__name__ = reward_async.__qualname__ = fname
     return reward, reward_async
+
+
+def trl_weighted_reward(
+    parts: Mapping[str, Component | Rubric], *, name: str = "weighted_reward", **options: Any
+) -> tuple[Callable[..., list[float | None]], Callable[..., Any]]:
+    """One (sync, async) TRL reward function over `WeightedRubric(parts)` (see module doc: use it
+    instead of one function per part, so that an unverified part keeps the sample out of the
+    baseline instead of counting as 0). `options` as for `trl_reward_functions`."""
+    return trl_reward_functions(WeightedRubric(parts), name=name, **options)

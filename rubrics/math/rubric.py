@@ -6,7 +6,9 @@
 * Optional format component (`format_weight`): 1.0 when the answer sat in `\\boxed{}`, kept under
   `components["format"]`; the score is `correct + format_weight · format` for verified results.
 * Checks run in a worker thread (`asyncio.to_thread`) over a `CasPool` of processes, so the event
-  loop never blocks; `aclose()` stops the pool this rubric created.
+  loop never blocks; `aclose()` stops the pool this rubric created. Small checks (texts up to
+  `INLINE_CHARS`) first try their cheap, CAS-free part on the event loop (tens of microseconds,
+  less than the thread hand-off and its GIL contention); one that needs the CAS goes to the thread.
 * `sample.answer` may be one gold or a list of accepted golds (any match counts);
   `sample.info["math_policy"]` (a dict of `MathPolicy` fields) overrides the policy per item.
 """
@@ -25,6 +27,21 @@ from rubrics.math.pool import CasPool
 from rubrics.math.verifier import Verdict, verify
 
 _BOXED_RULES = {"boxed", "letter"}
+INLINE_CHARS = 2_000
+
+
+class _NeedsPool(Exception):
+    """Raised by `_NO_POOL`: the check needs the CAS, so it must leave the event loop."""
+
+
+class _NoPool:
+    """Stands in for the CAS pool during an inline check: any CAS request aborts it."""
+
+    def run(self, payload: object, timeout: float) -> None:
+        raise _NeedsPool
+
+
+_NO_POOL = _NoPool()
 
 
 def best_verdict(response: str, golds: Sequence[str], policy: MathPolicy, pool: CasPool | None) -> Verdict:
@@ -46,6 +63,7 @@ class MathRubric(Rubric):
     """Math correctness (+ optional `\\boxed{}` format component); see module docstring."""
 
     name = "math"
+    deterministic = True
 
     def __init__(
         self,
@@ -72,6 +90,10 @@ class MathRubric(Rubric):
                 self._own_pool = True
             return self._pool
 
+    async def warm_up(self) -> None:
+        """Start the CAS worker pool now (a server does this before it reports ready)."""
+        await asyncio.to_thread(lambda: self.pool)
+
     def check(self, response: str, golds: list[str], policy: MathPolicy) -> Verdict:
         """Blocking check (runs in a worker thread)."""
         return best_verdict(response, golds, policy, self.pool)
@@ -85,7 +107,15 @@ class MathRubric(Rubric):
         if overrides:
             policy = replace(policy, **dict(overrides))
         texts = [str(g) for g in golds]
-        verdict = await asyncio.to_thread(self.check, sample.completion_text, texts, policy)
+        response = sample.completion_text
+        verdict = None
+        if len(response) + sum(map(len, texts)) <= INLINE_CHARS:
+            try:
+                verdict = best_verdict(response, texts, policy, _NO_POOL)  # type: ignore[arg-type]
+            except _NeedsPool:
+                pass
+        if verdict is None:
+            verdict = await asyncio.to_thread(self.check, response, texts, policy)
         self.counts[verdict.reason] += 1
         return self.result(verdict)
 
