@@ -72,3 +72,114 @@ async def test_real_feedback_repairs_what_random_and_no_feedback_cannot(tiny, se
     assert solved["real"] > solved["random"] and solved["random"] <= solved["none"]
     # real: every first attempt but the one with the hidden-only "big" bug; none/random: the bug-free one
     assert solved == pytest.approx({"real": 5 / 6, "random": 1 / 6, "none": 1 / 6})
+
+
+def test_offline_default_splits_public_and_private_tests():
+    task = CodeRepairTask(CodeRepairEnvConfig())
+    train, errors = task.items("train")
+    evals, _ = task.items("eval")
+    assert not errors and len(train) + len(evals) == 164 + 10
+    he = next(it for it in train if it.uid == "HumanEval/0")
+    public, private = suite_from(he.info["public"]), suite_from(he.answer)
+    assert len(public.tests) == 2 and len(private.tests) == 5 and not set(public.tests) & set(private.tests)
+    stdio = next(it for it in train + evals if it.uid == "stdio_sum")
+    assert [t.input for t in suite_from(stdio.info["public"]).tests] == ["1 2\n", "-5 3\n"]
+    assert len(suite_from(stdio.answer).tests) == 3 and stdio.info["private_fallback"] is False
+
+
+def test_dataset_shapes_keep_their_own_split_and_bad_rows_are_counted():
+    items, errors = CodeRepairTask(CodeRepairEnvConfig(dataset=str(FORMATS), eval_fraction=0)).items("train")
+    by_uid = {it.uid: it for it in items}
+    cc = by_uid["cc_max"]  # CodeContests: public vs private + generated
+    assert cc.info["tests_public"] == 1 and cc.info["tests_private"] == 2
+    lcb = by_uid["lcb_fn"]  # LiveCodeBench with a pickled private blob: never unpickled, public reused
+    assert lcb.info["private_fallback"] is True and lcb.answer == lcb.info["public"]
+    assert len(errors) == 3 and "no tests" in errors[0]  # a problem with no tests is skipped, counted
+
+
+def test_hub_names_read_their_own_splits(monkeypatch):
+    import environments.code_repair_env as mod
+
+    rows = [json.loads(line) for line in FORMATS.read_text().splitlines()]
+    asked = []
+
+    def fake_load_rows(source, split="train", config=None):
+        asked.append((source, split, config))
+        return rows  # local files stand in for the hub (no network in tests)
+
+    monkeypatch.setattr(mod, "load_rows", fake_load_rows)
+    for name, (hub, config, train_split, eval_split) in HUB.items():
+        task = CodeRepairTask(CodeRepairEnvConfig(dataset=name))
+        train, _ = task.items("train")
+        evals, _ = task.items("eval")
+        assert asked[-2:] == [
+            (f"hf:{hub}", train_split, config),
+            (f"hf:{hub}", eval_split or train_split, config),
+        ]
+        assert train
+        if eval_split is None:  # one hub split: eval is a slice carved off its end, disjoint from train
+            assert not {it.uid for it in train} & {it.uid for it in evals}
+
+
+async def test_bad_inputs_no_code_long_feedback_and_a_dying_sandbox(tiny, server, tmp_path):
+    problems = write_problems(tmp_path / "problems.jsonl")
+    env = make_env(tiny, server, problems, feedback_chars=60)
+    await env.setup()
+    group = (await env.group_for(env.train_items[0], training=False)).group
+    no_code = group["episodes"][
+        group["messages"].index(next(m for m in group["messages"] if "will not write" in m[2]["content"]))
+    ]
+    first_feedback = no_code["turns"][0]["env_messages"][0]["content"]
+    assert "No ```python code block found" in first_feedback
+    long_ones = [
+        t["env_messages"][0]["content"] for ep in group["episodes"] for t in ep["turns"] if t["env_messages"]
+    ]
+    assert any("characters omitted" in f for f in long_ones)  # clipped to 60 characters, marked
+    assert all(t["info"].get("feedback_chars", 0) <= 60 + 40 for ep in group["episodes"] for t in ep["turns"])
+
+    class DyingSandbox:  # the real sandbox, until it dies after its first jobs
+        def __init__(self, inner, lives):
+            self.inner, self.lives, self.name = inner, lives, inner.name
+
+        async def run(self, job):
+            self.lives -= 1
+            if self.lives < 0:
+                raise ConnectionError("sandbox worker died")
+            return await self.inner.run(job)
+
+        async def close(self):
+            pass
+
+    real = await env.rubric.get_sandbox()
+    env.rubric = CodeRubric(DyingSandbox(real, lives=4), env.rubric.config)
+    outcome = await env.group_for(env.train_items[1], training=True)
+    assert outcome.group is None and outcome.drop == "error" and "sandbox worker died" in outcome.detail
+    assert env._episode_runner.stops["env_error"] >= 1 and env.statuses["error"] >= 1
+    await real.close()
+
+
+async def test_turn_penalty_is_a_named_component_and_off_by_default(tiny, server, tmp_path):
+    problems = write_problems(tmp_path / "problems.jsonl")
+    for penalty in (0.0, 0.25):
+        env = make_env(tiny, server, problems, turn_penalty=penalty)
+        await env.setup()
+        group = (await env.group_for(env.train_items[0], training=False)).group
+        for reward, ep in zip(group["rewards"], group["episodes"], strict=True):
+            if reward["components"].get("all_passed") == 1.0:
+                extra = len(ep["turns"]) - 1
+                assert reward["score"] == 1.0 - penalty * extra
+                assert ("turn_penalty" in reward["components"]) == (penalty > 0 and extra > 0)
+        await env.close_rubric()
+
+
+async def test_load_environment_runs_episodes_in_verifiers(tiny, server, tmp_path):
+    from openai import AsyncOpenAI
+
+    from environments.code_repair_env import load_environment
+
+    env = load_environment(dataset=str(write_problems(tmp_path / "p.jsonl")), eval_fraction=0)
+    client = AsyncOpenAI(base_url=server.base_url, api_key="x")
+    out = await env.evaluate(client, "scripted", sampling_args={"max_tokens": 200}, num_examples=2,
+                             rollouts_per_example=3)  # fmt: skip
+    rewards = out["reward"] if isinstance(out, dict) else out.reward
+    assert len(rewards) == 6 and sum(rewards) >= 4  # the scripted policy repairs from the real feedback
