@@ -21,6 +21,9 @@ Datasets (`--env.dataset`), with their public/private splits:
   local file / hub dataset in a shape `environments/code_env.py` reads (CodeContests and LiveCodeBench
   shapes keep their own split, others are split by `public_fraction`).
 
+`evaluate` runs the eval items in all three feedback modes plus the RLEF baseline (independent
+resampling, best of k by public tests) and prints one table (`environments/code_repair_eval.py`).
+
     python environments/code_repair_env.py process --env.feedback real --openai.base_url http://127.0.0.1:9001/v1
 """
 
@@ -233,6 +236,13 @@ class CodeRepairEnv(RubricEnv):
     name = "code_repair"
     env_config_cls = CodeRepairEnvConfig
     task_cls = CodeRepairTask
+
+    async def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """Real vs no vs random feedback and the resampling baseline, one table
+        (`environments/code_repair_eval.py`)."""
+        from environments.code_repair_eval import evaluate_rlef
+
+        return await evaluate_rlef(self)
 
 
 def load_environment(**kwargs: Any) -> Any:

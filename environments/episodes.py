@@ -14,11 +14,12 @@ with the context carried forward as exact ids (`environments.turn_tokens`). Serv
 (OpenAI-only endpoints) get chat completions of the conversation: text only, never for training.
 
 Stop conditions, checked after each assistant turn in this order: a failed sample (inference error
-or timeout: unverified), `finish_reason == "length"` (`truncated`: advantage zero in training), an
-empty answer (`no_answer`: the model stopped answering), the environment's failure (`env_error`:
+or timeout: unverified), `finish_reason == "length"` (`truncated`; a task may go on after it with
+`stop_on_truncation = False`: the whole end-of-turn text is appended then), an empty answer (`no_answer`: the model stopped answering), the environment's failure (`env_error`:
 unverified, counted, dropped) or `done` (its reason, e.g. `solved`), the turn budget (`max_turns`),
 the token budget (`token_budget`: the next context would not fit). A turn's `max_tokens` is capped
-by what is left of the token budget, so a turn cut by the budget is `truncated` too.
+by what is left of the token budget, so a turn cut by the budget is `truncated` too. An episode with
+any truncated turn has `finish_reason` `length`, so training zeroes its advantage.
 
 Each episode is scored by its own coroutine on `task.final_sample(ctx)` and the result is stored on
 the episode object, so rewards are matched by identity, never by list position.
@@ -80,9 +81,13 @@ class MultiTurnTask(Task):
     """A `Task` whose episodes continue after the first answer (see module docstring)."""
 
     max_turns: int = 3
+    stop_on_truncation: bool = True
 
     def turn_budget(self) -> int:
         return int(getattr(self.config, "max_turns", self.max_turns))
+
+    def stops_on_truncation(self) -> bool:
+        return bool(getattr(self.config, "stop_on_truncation", self.stop_on_truncation))
 
     def init_state(self, item: Item) -> dict[str, Any]:
         return {}
@@ -139,7 +144,7 @@ class Episode:
 
     @property
     def truncated(self) -> bool:
-        return self.stop_reason == "truncated"
+        return any(t.finish_reason == "length" for t in self.turns)
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "stop_reason": self.stop_reason, "turns": [t.to_dict() for t in self.turns]}
@@ -247,8 +252,11 @@ class EpisodeRunner:
 
     async def _step(self, ep: Episode, ctx: EpisodeContext, sampled: TurnSample, content: str) -> EnvStep:
         """The environment's step, or none; sets `ep.stop_reason` when the episode ends here."""
-        if sampled.finish_reason == "length" or not content.strip():
-            ep.stop_reason = "truncated" if sampled.finish_reason == "length" else "no_answer"
+        if sampled.finish_reason == "length" and self.task.stops_on_truncation():
+            ep.stop_reason = "truncated"
+            return EnvStep()
+        if not content.strip():
+            ep.stop_reason = "no_answer"
             return EnvStep()
         try:
             step = await asyncio.wait_for(self.task.env_step(ctx), self.step_timeout_s)

@@ -183,3 +183,27 @@ async def test_load_environment_runs_episodes_in_verifiers(tiny, server, tmp_pat
                              rollouts_per_example=3)  # fmt: skip
     rewards = out["reward"] if isinstance(out, dict) else out.reward
     assert len(rewards) == 6 and sum(rewards) >= 4  # the scripted policy repairs from the real feedback
+
+
+async def test_evaluate_reports_solve_rate_per_turn_against_the_resampling_baseline(
+    tiny, server, tmp_path, capsys
+):
+    env = make_env(
+        tiny, server, write_problems(tmp_path / "p.jsonl"), data_dir_to_save_evals=str(tmp_path / "ev")
+    )
+    await env.setup()
+    metrics = await env.evaluate()
+    await env.close_rubric()
+    # n=1 per item: every episode starts with the {neg, zero} program; real feedback repairs both bugs
+    assert [metrics[f"eval/real/solve@{k}"] for k in (1, 2, 3)] == [0.0, 0.0, 1.0]
+    assert metrics["eval/real/named_fixed"] == 1.0 and metrics["eval/real/turns"] == 3.0
+    assert metrics["eval/none/solve@3"] == metrics["eval/random/solve@3"] == 0.0
+    assert metrics["eval/none/feedback_chars"] < metrics["eval/real/feedback_chars"]
+    # resampling: the first three choices all carry a public bug, so best-of-3 never solves
+    assert metrics["eval/resample/solve@3"] == 0.0 and metrics["eval/real/unverified"] == 0
+    table = capsys.readouterr().out
+    assert "== code_repair evaluate (RLEF) ==" in table and all(
+        m in table for m in ("real", "none", "random", "resample")
+    )
+    samples = [json.loads(line) for line in (tmp_path / "ev" / "samples.jsonl").read_text().splitlines()]
+    assert {s["mode"] for s in samples} == {"real", "none", "random", "resample"}
