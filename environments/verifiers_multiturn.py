@@ -41,7 +41,7 @@ def build_multiturn_env(task: MultiTurnTask, **env_kwargs: Any) -> Any:
             item, list(messages), state["rlvr_state"], turns, task.turn_budget(), rubric, "train"
         )
 
-    class TaskEnv(vf.MultiTurnEnv):
+    class TaskMultiTurnEnv(vf.MultiTurnEnv):
         async def setup_state(self, state: Any) -> Any:
             state["rlvr_state"] = task.init_state(by_uid[state["info"]["uid"]])
             return state
@@ -77,7 +77,7 @@ def build_multiturn_env(task: MultiTurnTask, **env_kwargs: Any) -> Any:
         return math.nan if result.score is None else float(result.score)
 
     episode_reward.__name__ = f"{rubric.name}_episode_reward"
-    return TaskEnv(
+    return TaskMultiTurnEnv(
         max_turns=task.turn_budget(),
         dataset=_dataset(splits["train"] or splits["eval"]),
         eval_dataset=_dataset(splits["eval"] or splits["train"]),
