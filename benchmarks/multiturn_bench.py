@@ -125,6 +125,26 @@ async def process_rate(env_cls, url: str, model: str, out: Path, **extra) -> tup
     return summary["seconds"], runner.turns_taken if runner else GROUPS * N
 
 
+async def raw_client(url: str, model: str) -> tuple[float, float]:
+    """Completions/s of a raw client on the same server: 16 requests with n=8 of a 40-token prompt
+    (single-turn's shape) vs 128 requests with n=1 of 80-token contexts (later turns' shape)."""
+    import httpx
+
+    async with httpx.AsyncClient(timeout=300, limits=httpx.Limits(max_connections=256)) as client:
+
+        async def post(prompt: list[int], n: int) -> None:
+            body = {"model": model, "prompt": prompt, "n": n, "max_tokens": TOKENS, "logprobs": 0,
+                    "return_token_ids": True}  # fmt: skip
+            (await client.post(url + "/completions", json=body)).raise_for_status()
+
+        start = time.perf_counter()
+        await asyncio.gather(*(post(list(range(5, 45)), 8) for _ in range(GROUPS)))
+        batched = GROUPS * N / (time.perf_counter() - start)
+        start = time.perf_counter()
+        await asyncio.gather(*(post(list(range(5, 84)) + [i], 1) for i in range(GROUPS * N)))
+        return batched, GROUPS * N / (time.perf_counter() - start)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--url", default=None)
@@ -146,7 +166,7 @@ def main() -> None:
         from tests.integration.multiturn_env import RetryEnv
         from tests.integration.varied_env import VariedEnv
 
-        single, multi = [], []
+        single, multi, raw = [], [], []
         with tempfile.TemporaryDirectory() as tmp:
             asyncio.run(process_rate(VariedEnv, url, str(model), Path(tmp, "warm.jsonl")))  # warm the server
             for r in range(args.repeats):
@@ -154,6 +174,7 @@ def main() -> None:
                 single.append(n / secs)
                 secs, n = asyncio.run(process_rate(RetryEnv, url, str(model), Path(tmp, f"m{r}.jsonl")))
                 multi.append((n / secs, n / TURNS / secs))
+                raw.append(asyncio.run(raw_client(url, str(model))))
     finally:
         if server is not None:
             server.stop()
@@ -166,6 +187,12 @@ def main() -> None:
     print(f"   single-turn completions/s   {completions:7.1f}")
     print(f"   multi-turn turns/s          {turns:7.1f}   episodes/s {episodes:6.1f}  ({TURNS} turns each)")
     print(f"   turns/s vs completions/s    {turns / completions:7.2f}   (target >= 0.8)")
+    batched, single_prompt = statistics.median(b for b, _ in raw), statistics.median(s for _, s in raw)
+    print(f"   raw client, n=8 requests    {batched:7.1f} completions/s (the server, no runtime)")
+    print(
+        f"   raw client, n=1 requests    {single_prompt:7.1f} completions/s  ratio {single_prompt / batched:.2f}"
+        " (later turns' shape: the server's own ceiling for the ratio above)"
+    )
     print(f"load average after: {Path('/proc/loadavg').read_text().split()[:3]}")
 
 

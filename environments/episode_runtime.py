@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,8 @@ from rubrics.core import RewardResult
 if TYPE_CHECKING:
     from environments.base import RubricEnv
 
+log = logging.getLogger("rlvr")
+
 
 def runner_for(env: RubricEnv) -> EpisodeRunner:
     """The env's EpisodeRunner, built on first use (after `setup`, which builds the rubric)."""
@@ -29,6 +32,11 @@ def runner_for(env: RubricEnv) -> EpisodeRunner:
     if runner is None or runner.rubric is not env.rubric:
         assert isinstance(env.task, MultiTurnTask) and env.rubric is not None
         chat = ChatTokens(env.tokenizer) if env.token_capable else None
+        if chat is not None and chat.rewrites_history:
+            log.warning(
+                "the chat template rewrites earlier turns (e.g. drops <think>); episodes keep the exact "
+                "sampled ids, so later turns see the model's full earlier turns (environments/turn_tokens.py)"
+            )
         runner = EpisodeRunner(
             env.task,
             env.server,

@@ -195,6 +195,10 @@ class EpisodeRunner:
         """`n` concurrent episodes of `item`, each with its `result` set (never raises for one
         episode's failure)."""
         prompt = self.chat.prompt(item.prompt) if self.chat else None
+        if prompt is not None and len(prompt.ids) >= self.token_budget:
+            raise ValueError(
+                f"a prompt of {len(prompt.ids)} tokens leaves no room in the token budget {self.token_budget}"
+            )
         episodes = [
             Episode(item, [dict(m) for m in item.prompt], [prompt] if prompt else []) for _ in range(n)
         ]

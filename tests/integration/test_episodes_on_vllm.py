@@ -79,7 +79,8 @@ def test_serve_delivers_three_turn_episodes_with_exact_tokens(vllm_server, run_a
             for m, lp, ref in zip(masks, lps, again, strict=True):
                 if m != -100:
                     worst = max(worst, abs(lp - ref))
-    assert worst < 0.05, worst  # measured: ~1e-5 (see the report)
+    print(f"largest |sampled - re-scored| logprob: {worst:.2e}")
+    assert worst < 0.05, worst
 
 
 def _raw_turns(tok, tokens, masks, im_end) -> list[list[int]]:

@@ -115,6 +115,18 @@ async def test_token_budget_ends_the_episode_below_it(tiny, policy):
     await env.close_rubric()
 
 
+async def test_a_prompt_longer_than_the_budget_drops_the_group_with_a_reason(tiny, policy):
+    env = make_env(tiny, policy, max_episode_tokens=10)
+    await env.setup()
+    outcome = await env.group_for(target(env, "8"), training=True)
+    assert (
+        outcome.group is None
+        and outcome.drop == "error"
+        and "leaves no room in the token budget" in outcome.detail
+    )
+    await env.close_rubric()
+
+
 async def test_environment_failure_is_unverified_counted_and_dropped(tiny, policy):
     env = make_env(tiny, policy, max_turns=3, fail_on_turn=2)
     await env.setup()
