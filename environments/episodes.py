@@ -106,6 +106,11 @@ class MultiTurnTask(Task):
         """Shaping hook on the final reward (default: unchanged)."""
         return result
 
+    def assistant_message(self, content: str) -> dict[str, Any]:
+        """The conversation message of a sampled turn (override to parse e.g. tool calls; the ids
+        stay exactly as sampled either way)."""
+        return {"role": "assistant", "content": content}
+
 
 @dataclass(frozen=True)
 class TurnRecord:
@@ -159,6 +164,8 @@ class EpisodeRollout(Rollout):
 
 @dataclass
 class TurnSample:
+    """One sampled turn: exact ids and logprobs (token servers) or text only (OpenAI endpoints)."""
+
     ids: list[int] | None
     logprobs: list[float] | None
     text: str | None
@@ -229,11 +236,15 @@ class EpisodeRunner:
             segment = self.chat.assistant(sampled.ids or [], sampled.logprobs or []) if self.chat else None
             content = self.chat.content(segment) if segment else (sampled.text or "")
             ep.segments += [segment] if segment else []
-            ep.messages.append({"role": "assistant", "content": content})
+            message = self.task.assistant_message(content)
+            ep.messages.append(message)
             step = await self._step(ep, ctx, sampled, content)
             env_segment, env_messages = None, []
             if not ep.stop_reason and step.messages and segment is not None:
-                env_segment, env_messages = self.chat.env_turn(segment, step.messages)  # type: ignore[union-attr]
+                extra = set(message) - {"role", "content"}  # e.g. tool_calls: the template needs the message
+                env_segment, env_messages = self.chat.env_turn(  # type: ignore[union-attr]
+                    segment, step.messages, assistant_message=message if extra else None
+                )
                 if sum(len(s.ids) for s in ep.segments) + len(env_segment.ids) >= self.token_budget:
                     ep.stop_reason, env_segment, env_messages = "token_budget", None, []
             elif not ep.stop_reason:
@@ -293,16 +304,7 @@ class EpisodeRunner:
         context = [t for seg in ep.segments for t in seg.ids]
         left = self.token_budget - len(context)
         kwargs["max_tokens"] = min(int(kwargs.get("max_tokens", left)), left)
-        call = self.server.tokens_and_logprobs_completion(input_ids=context, n=n, split=split, **kwargs)
-        prompt_ids, ids, lps, reasons = await asyncio.wait_for(call, self.request_timeout_s)
-        if list(prompt_ids) != context:
-            raise RuntimeError("the server sampled from a different context than the one sent")
-        if len(ids) != n:
-            raise RuntimeError(f"asked for {n} samples, got {len(ids)}")
-        return [
-            TurnSample(list(i), list(lp), None, r.get("type", "stop") if isinstance(r, dict) else str(r))
-            for i, lp, r in zip(ids, lps, reasons, strict=True)
-        ]
+        return await sample_tokens(self.server, context, n, kwargs, split, self.request_timeout_s)
 
     def _fail(self, ep: Episode, exc: BaseException) -> None:
         timeout = isinstance(exc, asyncio.TimeoutError)
@@ -323,6 +325,24 @@ class EpisodeRunner:
         except asyncio.TimeoutError:
             return RewardResult.unverified(Status.TIMEOUT, f"scoring took longer than {self.step_timeout_s}s")
         return self.task.finalize(ctx, result) if result.verified else result
+
+
+async def sample_tokens(
+    server: Any, input_ids: list[int], n: int, sampling: Mapping[str, Any], split: str, timeout_s: float
+) -> list[TurnSample]:
+    """`n` continuations of exactly `input_ids` (ids + logprobs + finish reason each) through the
+    ServerManager's `tokens_and_logprobs_completion`, the call ManagedServer makes. Raises
+    `asyncio.TimeoutError` after `timeout_s`, RuntimeError if the server sampled from other ids."""
+    call = server.tokens_and_logprobs_completion(input_ids=list(input_ids), n=n, split=split, **sampling)
+    prompt_ids, ids, lps, reasons = await asyncio.wait_for(call, timeout_s)
+    if list(prompt_ids) != list(input_ids):
+        raise RuntimeError("the server sampled from a different context than the one sent")
+    if len(ids) != n:
+        raise RuntimeError(f"asked for {n} samples, got {len(ids)}")
+    return [
+        TurnSample(list(i), list(lp), None, r.get("type", "stop") if isinstance(r, dict) else str(r))
+        for i, lp, r in zip(ids, lps, reasons, strict=True)
+    ]
 
 
 def to_rollout(ep: Episode, chat: ChatTokens | None) -> EpisodeRollout:

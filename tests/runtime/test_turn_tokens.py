@@ -73,3 +73,26 @@ def test_shifted_masks_and_foreign_tokens_are_violations(tok):
     shifted = masks[: start - 1] + [tokens[start - 1]] + masks[start:]
     assert segment_violations(chat, segments, tokens, shifted)
     assert segment_violations(chat, segments, tokens[:-1] + [5], masks)
+
+
+# Tool results are only valid after a message with tool_calls (as in many tool-calling templates)
+TOOL_TEMPLATE = (
+    "{% for m in messages %}"
+    "{% if m['role'] == 'tool' and not loop.previtem.get('tool_calls') %}{{ raise_exception('orphan tool') }}{% endif %}"
+    "{{ '<|im_start|>' + m['role'] + '\n' + m['content'] }}"
+    "{% if m.get('tool_calls') %}{{ '<tool>' + m['tool_calls'][0]['name'] + '</tool>' }}{% endif %}"
+    "{{ '<|im_end|>\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+def test_tool_results_render_after_the_real_assistant_message():
+    tok = build_tiny_tokenizer()
+    tok.chat_template = TOOL_TEMPLATE
+    chat = ChatTokens(tok)
+    called = turn(chat, "let me look<tool>lookup</tool>")
+    message = {"role": "assistant", "content": "let me look", "tool_calls": [{"name": "lookup"}]}
+    env, _ = chat.env_turn(called, [{"role": "tool", "content": "42"}], assistant_message=message)
+    assert env.text == "\n<|im_start|>tool\n42<|im_end|>\n<|im_start|>assistant\n"
+    with pytest.raises(Exception, match="orphan tool"):
+        chat.env_turn(called, [{"role": "tool", "content": "42"}])  # without the message the template refuses
