@@ -44,6 +44,7 @@ class ScriptedPolicy:
         self.eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
         self.requests: list[dict[str, Any]] = []
         self.fail_when: Callable[[str], bool] | None = None  # answer HTTP 500 to matching contexts
+        self.holds: list[list[Any]] = []  # [held, until, event]: see hold()
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
@@ -68,6 +69,7 @@ class ScriptedPolicy:
             await asyncio.sleep(self.rng.uniform(*self.latency_s))
             prompt_ids = [int(t) for t in body["prompt"]]
             text = self.tokenizer.decode(prompt_ids)
+            await self._gate(text)
             if self.fail_when is not None and self.fail_when(text):
                 return JSONResponse({"error": "scripted outage"}, status_code=500)
             choices = [
@@ -101,6 +103,21 @@ class ScriptedPolicy:
             }
 
         return app
+
+    def hold(self, held: Callable[[str], bool], until: Callable[[str], bool]) -> None:
+        """Answer requests whose context matches `held` only after a request matching `until` arrived
+        (an event, no timing): proves that the `until` request is sent while the held one waits."""
+        self.holds.append([held, until, None])
+
+    async def _gate(self, text: str) -> None:
+        for hold in self.holds:
+            if hold[2] is None:
+                hold[2] = asyncio.Event()
+            if hold[1](text):
+                hold[2].set()
+        for held, _, event in self.holds:
+            if held(text):
+                await event.wait()
 
     def _choice(self, text: str, index: int, prompt_ids: list[int], max_tokens: int) -> dict[str, Any]:
         ids = list(self.tokenizer.encode(self.answer(text, index), add_special_tokens=False)) + [self.eos]

@@ -34,8 +34,9 @@ def policy(tok):
 
 
 def make_env(tiny, policy, server_type="vllm", **env_kwargs) -> GuessEnv:
-    config = GuessConfig(tokenizer_name=str(tiny), wandb_name="guess", use_wandb=False, group_size=4,
-                         max_token_length=1024, ensure_scores_are_not_same=False, **env_kwargs)  # fmt: skip
+    env_kwargs = {"group_size": 4, **env_kwargs}
+    config = GuessConfig(tokenizer_name=str(tiny), wandb_name="guess", use_wandb=False, max_token_length=1024,
+                         ensure_scores_are_not_same=False, **env_kwargs)  # fmt: skip
     server = APIServerConfig(server_type=server_type, model_name="scripted", base_url=policy.base_url,
                              api_key="x", tokenizer_name=str(tiny), timeout=30, health_check=False)  # fmt: skip
     return GuessEnv(config, [server])
@@ -77,6 +78,20 @@ async def test_groups_carry_exact_tokens_and_their_own_rewards(tiny, tok, policy
     assert seen_scores == {0.0, 1.0}
     assert env.drops == {} and env.groups_ok == len(env.train_items)
     await env.close_rubric()
+
+
+async def test_a_slow_episode_does_not_hold_back_the_others(tiny, policy):
+    from tests.runtime.guess_env import _assistant_turns
+
+    env = make_env(tiny, policy, max_turns=3, group_size=2, request_timeout_s=30)
+    await env.setup()
+    # episode A (first guess 1) gets its 2nd turn only once episode B (first guess 4) asks for its 3rd
+    policy.hold(
+        lambda text: _assistant_turns(text) == ["1"], until=lambda text: _assistant_turns(text) == ["4", "6"]
+    )
+    rollouts, results = await env.rollout_and_score(target(env, "8"), 2)
+    assert all(r.verified for r in results) and policy.holds[0][2].is_set()
+    assert sorted(len(r.episode.turns) for r in rollouts) == [3, 3]
 
 
 async def test_episode_stops_on_success_and_turn_budget(tiny, policy):
