@@ -74,8 +74,13 @@ class ChatTokens:
         self.special_ids = frozenset(tokenizer.all_special_ids) | {
             tokenizer.convert_tokens_to_ids(t) for t in self.special
         }
-        generation = self.render(_PROBE, True)
-        answered = self.render([*_PROBE, _assistant(_X)], False)
+        try:
+            self.probe: tuple[dict[str, str], ...] = _PROBE
+            generation = self.render(_PROBE, True)
+        except Exception:  # noqa: BLE001 - e.g. "System role not supported": probe without one
+            self.probe = _PROBE[1:]
+            generation = self.render(self.probe, True)
+        answered = self.render([*self.probe, _assistant(_X)], False)
         if not answered.startswith(generation + _X):
             raise TemplateError(
                 "the template does not put the assistant content right after its generation prompt"
@@ -89,8 +94,8 @@ class ChatTokens:
         self._bos = bos if bos and tokenizer("a").input_ids[:1] == [tokenizer.bos_token_id] else None
 
     def _probe_rewrite(self, generation: str) -> bool:
-        last = self.render([*_PROBE, _assistant(_THINK)], False)
-        earlier = self.render([*_PROBE, _assistant(_THINK), _USER2], True)
+        last = self.render([*self.probe, _assistant(_THINK)], False)
+        earlier = self.render([*self.probe, _assistant(_THINK), _USER2], True)
         return last != generation + _THINK + self.closing or not earlier.startswith(last)
 
     def render(self, messages: Sequence[Message], generation_prompt: bool) -> str:
@@ -130,11 +135,11 @@ class ChatTokens:
         depends on it (e.g. tool results after a message with `tool_calls`)."""
         clean = [self.defuse_message(m) for m in messages]
         if assistant_message is None:
-            base, body = self._base, self.render([*_PROBE, _assistant(_X), *clean], True)
+            base, body = self._base, self.render([*self.probe, _assistant(_X), *clean], True)
         else:
             real = dict(assistant_message)
-            base = self.render([*_PROBE, real], False)
-            body = self.render([*_PROBE, real, *clean], True)
+            base = self.render([*self.probe, real], False)
+            body = self.render([*self.probe, real, *clean], True)
         if not body.startswith(base):
             raise TemplateError("the template renders earlier turns differently once a message is added")
         return self._encoded("env", self.closing_rest(previous) + body[len(base) :]), clean

@@ -96,3 +96,17 @@ def test_tool_results_render_after_the_real_assistant_message():
     assert env.text == "\n<|im_start|>tool\n42<|im_end|>\n<|im_start|>assistant\n"
     with pytest.raises(Exception, match="orphan tool"):
         chat.env_turn(called, [{"role": "tool", "content": "42"}])  # without the message the template refuses
+
+
+def test_templates_without_a_system_role_are_probed_without_one():
+    tok = build_tiny_tokenizer()
+    tok.chat_template = (
+        "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+        + tok.chat_template
+    )
+    chat = ChatTokens(tok)
+    env, _ = chat.env_turn(turn(chat, "a"), [{"role": "user", "content": "b"}])
+    assert (
+        chat.probe[0]["role"] == "user"
+        and env.text == "\n<|im_start|>user\nb<|im_end|>\n<|im_start|>assistant\n"
+    )
