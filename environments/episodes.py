@@ -242,10 +242,18 @@ class EpisodeRunner:
             env_segment, env_messages = None, []
             if not ep.stop_reason and step.messages and segment is not None:
                 extra = set(message) - {"role", "content"}  # e.g. tool_calls: the template needs the message
-                env_segment, env_messages = self.chat.env_turn(  # type: ignore[union-attr]
-                    segment, step.messages, assistant_message=message if extra else None
-                )
-                if sum(len(s.ids) for s in ep.segments) + len(env_segment.ids) >= self.token_budget:
+                try:
+                    env_segment, env_messages = self.chat.env_turn(  # type: ignore[union-attr]
+                        segment, step.messages, assistant_message=message if extra else None
+                    )
+                except Exception as exc:  # noqa: BLE001 - the template refuses the message, or it cannot round-trip
+                    reason = f"environment turn cannot be tokenised: {type(exc).__name__}: {exc}"
+                    ep.stop_reason, ep.result = "env_error", RewardResult.unverified(Status.ERROR, reason)
+                    env_segment, env_messages = None, []
+                if (
+                    env_segment is not None
+                    and sum(len(s.ids) for s in ep.segments) + len(env_segment.ids) >= self.token_budget
+                ):
                     ep.stop_reason, env_segment, env_messages = "token_budget", None, []
             elif not ep.stop_reason:
                 env_messages = list(step.messages)

@@ -25,6 +25,7 @@ class GuessConfig(RubricEnvConfig):
     max_episode_tokens: int | None = Field(default=None, description="Token budget of one episode")
     fail_on_turn: int = Field(default=0, description="The environment step raises at this turn (0: never)")
     feedback_text: str = Field(default="", description="Extra text appended to each feedback message")
+    feedback_role: str = Field(default="user", description="Role of the feedback message")
 
 
 class GuessTask(MultiTurnTask):
@@ -52,7 +53,8 @@ class GuessTask(MultiTurnTask):
             return EnvStep(done=True, reason="solved", info={"solved": True})
         hint = "higher" if target > guess else "lower"
         return EnvStep(
-            [{"role": "user", "content": hint + self.config.feedback_text}], info={"solved": False}
+            [{"role": self.config.feedback_role, "content": hint + self.config.feedback_text}],
+            info={"solved": False},
         )
 
 
