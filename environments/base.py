@@ -49,6 +49,8 @@ from atroposlib.envs.base import BaseEnv, BaseEnvConfig, ScoredDataGroup
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 from pydantic import Field, ValidationError
 
+from environments.episode_runtime import episode_rollouts, finish_group
+from environments.episodes import MultiTurnTask
 from environments.rollouts import GroupOutcome, assemble_group, sample_group
 from environments.serve_api import RunApiClient, quiet_atroposlib
 from environments.server_health import InferenceWatcher, OnDown, Outage
@@ -263,6 +265,8 @@ class RubricEnv(RunApiClient, BaseEnv):
         self, item: Item, n: int, split: str = "train"
     ) -> tuple[list, list[RewardResult]]:
         """`n` rollouts of `item` and their rewards. Network/rubric timeouts raise TimeoutError."""
+        if isinstance(self.task, MultiTurnTask):
+            return await episode_rollouts(self, item, n, split)
         rollouts = await sample_group(
             self.server,
             self.tokenizer,
@@ -337,6 +341,7 @@ class RubricEnv(RunApiClient, BaseEnv):
                 outcome.group["finish_reasons"] = [
                     r.finish_reason for r, s in zip(rollouts, results, strict=True) if s.verified
                 ]
+                outcome = finish_group(self, outcome, rollouts, results)
         if outcome.drop:
             self.drops[outcome.drop] += 1
             log.warning("dropped group for item %s: %s (%s)", item.uid, outcome.drop, outcome.detail[:300])
@@ -352,6 +357,7 @@ class RubricEnv(RunApiClient, BaseEnv):
         group = dict(outcome.group)
         group.pop("rewards", None)
         group.pop("finish_reasons", None)
+        group.pop("episodes", None)
         return ScoredDataGroup(**group), []
 
     async def env_manager(self) -> None:

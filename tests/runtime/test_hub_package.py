@@ -31,4 +31,4 @@ def test_hub_package_builds_and_loads(tmp_path, name):
     )
     assert out.returncode == 0, out.stderr[-2000:]
     kind, n_eval = out.stdout.split()[-2:]
-    assert kind == "SingleTurnEnv" and int(n_eval) > 0
+    assert kind in ("SingleTurnEnv", "TaskMultiTurnEnv") and int(n_eval) > 0  # multi-turn tasks: episodes
