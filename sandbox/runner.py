@@ -935,7 +935,6 @@ def supervise(spec: dict, chunk: list, rlimits: tuple = ()) -> list[dict]:
                 sel.unregister(key.fd)
                 os.close(key.fd)  # a warm worker runs many tests: nothing may stay open
                 del streams[key.fd]
-                os.close(key.fd)  # closed at EOF: a warm worker runs thousands of tests (fd limit 256)
                 continue
             target += data
             if len(target) > (out_cap if key.fd == out_r else res_cap):
