@@ -177,3 +177,19 @@ def test_a_snapshot_that_disagrees_is_never_stored(tiny_model: Path, memo_dir: P
     real.clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output = True
     real.clean_up_tokenization_spaces = True
     assert snapshot(real) is None  # decode clean-up is not copied: such tokenizers stay real
+
+
+def test_generated_math_rows_come_back_identical_from_the_disk_cache(memo_dir: Path, monkeypatch):
+    from environments import data_sources, math_env
+
+    tasks = ["basic_arithmetic", "gcd"]
+    fresh = math_env._rg_build(tasks, 7, 3)
+    assert math_env._rg_generate(tasks, 7, 3) == fresh  # first call builds and stores
+    monkeypatch.setattr(math_env, "_rg_build", lambda *a: pytest.fail("rows rebuilt despite the cache"))
+    assert math_env._rg_generate(tasks, 7, 3) == fresh
+    (stored,) = (memo_dir / "rows").iterdir()
+    stored.write_text("{torn")  # a damaged cache file only costs a rebuild
+    assert data_sources.cached_rows("k", lambda: [{"a": 1}]) == [{"a": 1}]
+    monkeypatch.undo()
+    monkeypatch.setenv("RLVR_CACHE_DIR", str(memo_dir))
+    assert math_env._rg_generate(tasks, 7, 3) == fresh
