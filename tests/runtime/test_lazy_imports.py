@@ -193,3 +193,23 @@ def test_generated_math_rows_come_back_identical_from_the_disk_cache(memo_dir: P
     monkeypatch.undo()
     monkeypatch.setenv("RLVR_CACHE_DIR", str(memo_dir))
     assert math_env._rg_generate(tasks, 7, 3) == fresh
+
+
+@pytest.mark.slow
+def test_process_imports_neither_torch_nor_wandb_once_the_tokenizer_is_known(vllm_server, tmp_path):
+    """The first run on a tokenizer directory uses the real AutoTokenizer (torch included); later runs
+    use the verified snapshot, and nothing imports torch, sympy, wandb or the real transformers."""
+    qa = ROOT / "environments" / "qa_env.py"
+    argv = [str(qa), "process", "--env.tokenizer_name", vllm_server.model, "--openai.model_name", vllm_server.model,
+            "--openai.base_url", vllm_server.base_url, "--env.group_size", "2", "--env.total_steps", "2",
+            "--env.max_tokens", "8", "--env.data_path_to_save_groups", str(tmp_path / "g.jsonl")]  # fmt: skip
+    code = _REPORT.replace('sys.argv = [%r, "--help"]', "sys.argv = %r") % (HEAVY, argv, str(qa))
+    reports = []
+    for i in range(2):
+        run_code = code.replace(str(tmp_path / "g.jsonl"), str(tmp_path / f"g{i}.jsonl"))
+        proc = _python(run_code, RLVR_CACHE_DIR=str(tmp_path / "cache"), WANDB_MODE="disabled")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        reports.append(json.loads(proc.stdout.rsplit("REPORT", 1)[1]))
+    assert "torch" in reports[0]["heavy"] and reports[0]["kinds"]["transformers"] != "_StandIn"
+    assert reports[1] == {"kinds": {"wandb": "_StandIn", "transformers": "_StandIn"}, "heavy": []}
+    assert [len((tmp_path / f"g{i}.jsonl").read_text().splitlines()) for i in range(2)] == [2, 2]
