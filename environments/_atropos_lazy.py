@@ -1,28 +1,30 @@
 """Import shims that keep atroposlib's start-up to what the chosen mode needs (no fork, no patch).
 
-`atroposlib.envs.base` imports `wandb` and `transformers.AutoTokenizer` at module level, and
-`AutoTokenizer` imports torch, sympy and torch._dynamo (~3-5 s on a loaded 2-core machine) before a
-single tokenizer is built; `httpx` imports its command-line entry point (rich, click, pygments).
+`atroposlib.envs.base` imports `wandb` and `transformers.AutoTokenizer` at module level;
+`AutoTokenizer` imports torch, sympy and torch._dynamo, and importing transformers at all costs ~2 s
+on a loaded 2-core machine (it scans its own sources and every installed distribution). Its HTML
+viewer imports `markdown`, and `httpx` imports its command-line entry point (rich, click, pygments).
 `install()` must run before atroposlib is first imported (`environments/__init__.py` calls it) and
-puts three stand-ins into `sys.modules`:
+puts stand-ins into `sys.modules`:
 
-* `wandb`: a `importlib.util.LazyLoader` module: the real package runs on first attribute access
-  (`wandb.init`, only when `--env.use_wandb true`), and that same module object becomes the real one.
-* `transformers`: a stand-in whose only own attribute is `AutoTokenizer`; any other attribute, and any
-  `import transformers.<sub>`, imports the real package (which then replaces the stand-in in
-  `sys.modules`). Its `AutoTokenizer` forwards every attribute to the real class except
-  `from_pretrained`, which is `load_tokenizer` below.
+* `wandb`, `markdown`, `transformers`: a `_StandIn` module (real `__spec__`, `__path__`, `__file__`).
+  Reading any attribute it does not define, or importing any submodule, imports the real package,
+  which replaces the stand-in in `sys.modules`; the stand-in then forwards every attribute read.
+  So `wandb` is only imported by `wandb.init` (`--env.use_wandb true`).
+* `transformers.AutoTokenizer` is the stand-in's one own attribute: it forwards everything to the
+  real class except `from_pretrained`, which is `load_tokenizer` below.
 * `httpx._main`: `main` imports the real CLI module when called.
 
-`load_tokenizer(name)` returns exactly what `transformers.AutoTokenizer.from_pretrained(name)`
-returns (same class, same files, same `_from_auto`/`revision` arguments), without importing the auto
-machinery when it can: AutoTokenizer's class choice depends only on the transformers version and the
-tokenizer/model config files, so for a local directory the class it chose is remembered in a small
-JSON file (`$RLVR_CACHE_DIR` or `~/.cache/rlvr-envs`, keyed by transformers version, directory and the
-size/mtime of its config files) and later loads call that class directly (no torch). A first load,
-a hub name, extra arguments or any change of the files go through the real AutoTokenizer. Within one
-process a repeated no-argument load returns the same tokenizer object (atroposlib loads it twice:
-once in BaseEnv, once per server). `RLVR_EAGER_IMPORTS=1` disables every shim.
+`load_tokenizer(name)` answers as `transformers.AutoTokenizer.from_pretrained(name)` does. For a
+local directory, the first load goes through the real AutoTokenizer and remembers (in
+`$RLVR_CACHE_DIR` or `~/.cache/rlvr-envs`, keyed by the transformers/tokenizers/jinja2 versions, the
+directory and the size/mtime of its config files) the class it chose and, if it passes the probe
+checks of `environments/tokenizer_snapshot.py`, a snapshot of its state. Later loads return a
+`SnapshotTokenizer` (no transformers import at all), whose unimplemented calls go to the remembered
+class loaded with AutoTokenizer's own arguments. Hub names, extra arguments, or any change of the
+files take the real AutoTokenizer path. Within one process a repeated no-argument load returns the same
+tokenizer object (atroposlib loads it once in BaseEnv and once per server). `RLVR_EAGER_IMPORTS=1`
+disables every shim.
 """
 
 from __future__ import annotations
