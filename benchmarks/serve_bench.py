@@ -63,8 +63,8 @@ def env_cmd(which: str, url: str, model: str, api: str, batches: int) -> list[st
             "--env.max_token_length", str(TOKENS), "--openai.api_key", "x"]  # fmt: skip
 
 
-def one_run(which: str, url: str, model: str, batches: int, tmp: Path) -> tuple[float, float]:
-    """(end-to-end rollouts/s, steady rollouts/s) for one environment."""
+def one_run(which: str, url: str, model: str, batches: int, tmp: Path) -> tuple[float, float, float]:
+    """(end-to-end rollouts/s, steady rollouts/s, seconds to the first batch) for one environment."""
     api_proc, api = start_run_api(tmp / f"run-api-{which}.log")
     log = tmp / f"serve-{which}.log"
     env_proc = None
@@ -98,7 +98,8 @@ def one_run(which: str, url: str, model: str, batches: int, tmp: Path) -> tuple[
                     proc.kill()
     total = sum(n for _, n in arrivals)
     after_first = total - arrivals[0][1]
-    return total / (arrivals[-1][0] - start), after_first / max(arrivals[-1][0] - arrivals[0][0], 1e-9)
+    steady = after_first / max(arrivals[-1][0] - arrivals[0][0], 1e-9)
+    return total / (arrivals[-1][0] - start), steady, arrivals[0][0] - start
 
 
 def main() -> None:
@@ -116,7 +117,7 @@ def main() -> None:
         server = VLLMServer(model, log_path=ROOT / ".cache" / "bench-vllm.log").start()
         args.url = server.base_url
     loads = [Path("/proc/loadavg").read_text().split()[0]]
-    results: dict[str, list[tuple[float, float]]] = {"rlvr-envs": [], "atroposlib": []}
+    results: dict[str, list[tuple[float, float, float]]] = {"rlvr-envs": [], "atroposlib": []}
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for r in range(args.repeats):
@@ -130,11 +131,16 @@ def main() -> None:
     n = args.batches * BATCH
     print(f"\nserve: {args.batches} batches x {BATCH} rollouts (group {GROUP}, {TOKENS} tokens), tiny model on "
           f"vLLM (CPU), {args.repeats} runs; 1-min load average during the runs: {', '.join(loads)}\n")  # fmt: skip
-    print(f"{'environment':12} {'end-to-end rollouts/s (min / median / max)':44} {'steady rollouts/s':28}")
+    print(
+        f"{'environment':12} {'end-to-end rollouts/s':27} {'steady rollouts/s':27} {'first batch after (s)':27}"
+    )
+    print(f"{'':12} {'min / median / max':27} {'min / median / max':27} {'min / median / max':27}")
     for which, rows in results.items():
-        e2e, steady = [r[0] for r in rows], [r[1] for r in rows]
-        print(f"{which:12} {min(e2e):8.1f} {statistics.median(e2e):8.1f} {max(e2e):8.1f}{'':20}"
-              f"{min(steady):8.1f} {statistics.median(steady):8.1f} {max(steady):8.1f}")  # fmt: skip
+        cells = []
+        for k in range(3):
+            col = [r[k] for r in rows]
+            cells.append(f"{min(col):7.1f} {statistics.median(col):7.1f} {max(col):7.1f}      ")
+        print(f"{which:12} " + " ".join(cells))
     ours, theirs = results["rlvr-envs"], results["atroposlib"]
     e2e_ratios = [o[0] / t[0] for o, t in zip(ours, theirs, strict=True)]
     steady_ratios = [o[1] / t[1] for o, t in zip(ours, theirs, strict=True)]
