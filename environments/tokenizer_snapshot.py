@@ -194,6 +194,9 @@ class SnapshotTokenizer:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.real(*args, **kwargs)
 
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return (_same, (self.real,))  # pickles / deep-copies as the real tokenizer
+
     def __repr__(self) -> str:
         return f"SnapshotTokenizer({self.name_or_path!r}, of {self._state['real_class']})"
 
@@ -230,6 +233,10 @@ class SnapshotTokenizer:
                     ):
                         problems.append(f"decode({text[:40]!r}, skip_special_tokens={skip})")
         return problems
+
+
+def _same(obj: Any) -> Any:
+    return obj
 
 
 _env_lock = threading.Lock()

@@ -213,3 +213,15 @@ def test_process_imports_neither_torch_nor_wandb_once_the_tokenizer_is_known(vll
     assert "torch" in reports[0]["heavy"] and reports[0]["kinds"]["transformers"] != "_StandIn"
     assert reports[1] == {"kinds": {"wandb": "_StandIn", "transformers": "_StandIn"}, "heavy": []}
     assert [len((tmp_path / f"g{i}.jsonl").read_text().splitlines()) for i in range(2)] == [2, 2]
+
+
+def test_a_snapshot_pickles_as_the_real_tokenizer(tiny_model: Path):
+    import copy
+    import pickle
+
+    real = _real_auto(tiny_model)
+    copy_of = SnapshotTokenizer(snapshot(real), lambda: real)
+    for clone in (pickle.loads(pickle.dumps(copy_of)), copy.deepcopy(copy_of)):
+        assert type(clone) is type(real) and clone.encode("what is 2 plus 2") == real.encode(
+            "what is 2 plus 2"
+        )
