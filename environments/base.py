@@ -80,7 +80,10 @@ class RubricEnvConfig(BaseEnvConfig):
     eval_temperature: float = Field(default=0.0, description="Sampling temperature in evaluate")
     train_limit: int | None = Field(default=None, description="Use at most this many train items")
     eval_limit: int | None = Field(default=None, description="Use at most this many eval items")
-    max_concurrent_groups: int = Field(default=16, description="Groups in flight in process mode")
+    max_concurrent_groups: int = Field(
+        default=16,
+        description="Groups in flight in process mode (and per server in serve, if max_num_workers is -1)",
+    )
     request_timeout_s: float = Field(default=300.0, description="Timeout of one group's inference calls")
     score_timeout_s: float = Field(default=300.0, description="Timeout of scoring one group")
     trainer_wait_s: float = Field(default=600.0, description="How long serve waits for a trainer")
@@ -368,7 +371,9 @@ class RubricEnv(RunApiClient, BaseEnv):
                 "endpoints can run `process` and `evaluate` only"
             )
         self._trains = True
-        await super().env_manager()
+        from environments.serve_loop import run_serve
+
+        await run_serve(self)  # atroposlib's serve protocol without its idle time (see serve_loop)
 
     async def get_server_info(self) -> None:
         await asyncio.wait_for(super().get_server_info(), 30)

@@ -8,8 +8,10 @@ deterministic eval slice off the end.
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Mapping
+import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -91,3 +93,26 @@ def split_rows(rows: list[dict[str, Any]], split: str, eval_fraction: float) -> 
         return rows
     cut = len(rows) - max(1, int(round(len(rows) * eval_fraction)))
     return rows[cut:] if split == "eval" else rows[:cut]
+
+
+def cached_rows(key: str, build: Callable[[], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """`build()`, memoised on disk under `key` (which must name everything the rows depend on, e.g.
+    a generator's version and seed) in `$RLVR_CACHE_DIR` or `~/.cache/rlvr-envs`. A missing,
+    unreadable or unwritable cache only costs the call to `build`."""
+    root = os.environ.get("RLVR_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "rlvr-envs")
+    path = Path(root) / "rows" / (hashlib.sha256(key.encode()).hexdigest()[:24] + ".json")
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        if stored.get("key") == key and isinstance(stored.get("rows"), list):
+            return stored["rows"]
+    except (OSError, ValueError, AttributeError):
+        pass
+    rows = build()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"key": key, "rows": rows}), encoding="utf-8")
+        os.replace(tmp, path)
+    except (OSError, TypeError, ValueError):
+        pass
+    return rows

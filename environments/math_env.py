@@ -17,6 +17,7 @@ whose gold cannot be found (e.g. a Numina proof) is a `DatasetError` and is skip
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
@@ -24,7 +25,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from environments.base import RubricEnv, RubricEnvConfig
-from environments.data_sources import DataSourceError, load_rows, split_rows
+from environments.data_sources import DataSourceError, cached_rows, load_rows, split_rows
 from environments.task import DatasetError, Item, Split, Task, require
 from rubrics.core import Rubric
 
@@ -207,11 +208,19 @@ def _looks_remote(name: str) -> bool:
 
 
 def _rg_generate(tasks: list[str], size: int, seed: int) -> list[dict[str, Any]]:
-    """`size` problems spread round-robin over `tasks`, deterministic in `seed`."""
-    import reasoning_gym
+    """`size` problems spread round-robin over `tasks`, deterministic in `seed` (and so cached on
+    disk per reasoning-gym version: importing reasoning_gym takes seconds, its rows never change)."""
+    from importlib.metadata import version
 
     if not tasks or size <= 0:
         return []
+    key = json.dumps(["reasoning-gym", version("reasoning-gym"), list(tasks), size, seed])
+    return cached_rows(key, lambda: _rg_build(tasks, size, seed))
+
+
+def _rg_build(tasks: list[str], size: int, seed: int) -> list[dict[str, Any]]:
+    import reasoning_gym
+
     per_task = [size // len(tasks) + (1 if i < size % len(tasks) else 0) for i in range(len(tasks))]
     rows = []
     for k, (task, n) in enumerate(zip(tasks, per_task, strict=True)):
