@@ -7,7 +7,7 @@ Atropos runtime:
 
 * `load()` maps `task.items(split)` (default `eval`) to `RlvrData` rows: the system message becomes
   `system_prompt`, the rest the prompt, the gold travels JSON-encoded in `answer` (as in the classic
-  door), `id` is the item's stable uid. Malformed rows are skipped with a warning.
+  door), `uid` (and `id` on 0.4) is the item's stable uid. Malformed rows are skipped with a warning.
 * One reward, `rubric_reward` (weight 1), awaits the project rubric on the final reply. An
   unverified result RAISES `UnverifiedReward`: v1 records a `TaskError`, the reward is None and the
   trace is `ok=False` (consumers must drop such traces; `trace.reward` alone reads 0.0 there).
@@ -38,8 +38,9 @@ class UnverifiedReward(RuntimeError):
 
 
 class RlvrData(vf.TaskData):
-    """One item of a project `Task`. `answer` is the JSON-encoded gold (`encode_answer`)."""
+    """One item of a project `Task`: `uid` is its stable id, `answer` the JSON-encoded gold (`encode_answer`)."""
 
+    uid: str
     answer: str
     info: dict[str, Any] = pydantic.Field(default_factory=dict)
 
@@ -96,9 +97,11 @@ def to_data(item: Item, idx: int) -> RlvrData:
         and isinstance(messages[0].get("content"), str)
     ):
         prompt = messages[0]["content"]
+    durable_id = {"id": item.uid} if "id" in vf.TaskData.model_fields else {}  # `id` is new in 0.4
     return RlvrData(
         idx=idx,
-        id=item.uid,
+        uid=item.uid,
+        **durable_id,
         prompt=prompt,
         system_prompt=system,
         answer=encode_answer(item.answer),
