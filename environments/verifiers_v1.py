@@ -11,6 +11,10 @@ Atropos runtime:
 * One reward, `rubric_reward` (weight 1), awaits the project rubric on the final reply. An
   unverified result RAISES `UnverifiedReward`: v1 records a `TaskError`, the reward is None and the
   trace is `ok=False` (consumers must drop such traces; `trace.reward` alone reads 0.0 there).
+* Multi-turn tasks (`MultiTurnTask`, e.g. RLEF code repair): the Taskset comes with `<Name>EpisodeEnv`
+  (`episode_env_class`, export it in `__all__` too): its `run()` opens with the prompt and answers each
+  reply with `task.env_step` through `interaction.turn(...)` until done, failure or the turn budget; the
+  reward is the task's `final_sample` + `finalize`. An environment failure makes the reward unverified.
 * Config: `--env.taskset.<field>` for each field the environment's config adds over
   `RubricEnvConfig` (dataset, judge_base_url, ...), plus `--env.taskset.split train|eval`.
 """
@@ -19,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, Literal
 
 import pydantic
@@ -46,29 +50,48 @@ class RlvrData(vf.TaskData):
 
 
 class Scorer:
-    """The rubric of one taskset, built on first use inside the running event loop; shared by its tasks."""
+    """The project task and its rubric for one taskset (the rubric built on first use inside the running
+    event loop), shared by its v1 tasks; `episodes` holds each open multi-turn episode by trace id."""
 
-    def __init__(self, make_rubric: Callable[[], Rubric]) -> None:
-        self._make = make_rubric
+    def __init__(self, task: Task) -> None:
+        self.task = task
         self._rubric: Rubric | None = None
         self._lock = asyncio.Lock()
+        self.episodes: dict[str, Any] = {}
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Scorer:  # `Task.defer_scoring` deep-copies tasks
         return self
 
-    async def score(self, sample: Sample) -> RewardResult:
+    async def rubric(self) -> Rubric:
         async with self._lock:
             if self._rubric is None:
-                self._rubric = self._make()
-        return await self._rubric.score(sample)
+                self._rubric = self.task.rubric()
+        return self._rubric
+
+    async def score(self, sample: Sample) -> RewardResult:
+        return await (await self.rubric()).score(sample)
 
 
-class RlvrTask(vf.Task[RlvrData]):
-    """A single-turn task scored by the project rubric. Built by `RlvrTaskset.load()` with its scorer."""
-
+class _ScoredTask(vf.Task[RlvrData]):
     def __init__(self, data: RlvrData, config: Any = None, scorer: Scorer | None = None) -> None:
         super().__init__(data, config)
         self.scorer = scorer
+
+    def _scorer(self) -> Scorer:
+        if self.scorer is None:
+            raise UnverifiedReward("task built without its taskset's scorer (load it through the Taskset)")
+        return self.scorer
+
+
+def verified(result: RewardResult) -> float:
+    """The score of a verified result; an unverified one raises (v1: TaskError, reward None, ok=False)."""
+    if result.score is None:
+        raise UnverifiedReward(f"unverified ({result.status.value}): {result.reason}")
+    return float(result.score)
+
+
+class RlvrTask(_ScoredTask):
+    """A single-turn task scored by the project rubric. Built by the Taskset's `load()` with its scorer."""
 
     @vf.stop
     async def single_turn(self, trace: vf.Trace) -> bool:
@@ -76,12 +99,80 @@ class RlvrTask(vf.Task[RlvrData]):
 
     @vf.reward(weight=1.0)
     async def rubric_reward(self, trace: vf.Trace) -> float:
-        if self.scorer is None:
-            raise UnverifiedReward("task built without its taskset's scorer (load it through the Taskset)")
-        result = await self.scorer.score(to_sample(self.data, trace.last_reply or ""))
-        if result.score is None:
-            raise UnverifiedReward(f"unverified ({result.status.value}): {result.reason}")
-        return float(result.score)
+        return verified(await self._scorer().score(to_sample(self.data, trace.last_reply or "")))
+
+
+class RlvrEpisodeTask(_ScoredTask):
+    """A multi-turn task (`environments.episodes.MultiTurnTask`). `EpisodeEnv.run` plays the environment's
+    side turn by turn with `task.env_step`; the reward is `final_sample` + `finalize`, as in `serve`."""
+
+    @vf.reward(weight=1.0)
+    async def rubric_reward(self, trace: vf.Trace) -> float:
+        scorer = self._scorer()
+        episode = scorer.episodes.pop(trace.id, None)
+        if episode is None:
+            raise UnverifiedReward("no episode was run for this trace (run it with the taskset's EpisodeEnv)")
+        if episode.failure:
+            raise UnverifiedReward(f"environment step failed: {episode.failure}")
+        ctx = episode.context(await scorer.rubric())
+        result = await scorer.score(scorer.task.final_sample(ctx))
+        return verified(scorer.task.finalize(ctx, result) if result.verified else result)
+
+
+class Episode:
+    """One v1 episode of a `MultiTurnTask`: the project-side conversation, state and turn count."""
+
+    def __init__(self, task: Any, data: RlvrData, split: str) -> None:
+        sample = to_sample(data, "")
+        self.item = Item(uid=data.uid, prompt=list(sample.prompt), answer=sample.answer, info=data.info)
+        self.task, self.split = task, split
+        self.messages: list[dict[str, Any]] = [dict(m) for m in self.item.prompt]
+        self.state = task.init_state(self.item)
+        self.turns = 0
+        self.failure: str | None = None
+
+    def context(self, rubric: Rubric) -> Any:
+        from environments.episodes import EpisodeContext
+
+        budget = self.task.turn_budget()
+        return EpisodeContext(self.item, self.messages, self.state, self.turns, budget, rubric, self.split)
+
+
+def episode_env_class(name: str, module: str) -> type:
+    """`<Name>EpisodeEnv`: the v1 Env that runs a `MultiTurnTask`'s episodes (the vf04_retry pattern:
+    the task's prompt opens, each `env_step` reply is the next user turn, until done / failure / budget)."""
+
+    class _EpisodeEnv(vf.SingleAgentEnv):
+        async def run(self, task: RlvrEpisodeTask, seats: Any) -> None:
+            scorer = task._scorer()
+            async with seats.agent.interaction(task) as interaction:
+                episode = scorer.episodes[interaction.trace.id] = Episode(
+                    scorer.task, task.data, self.taskset.config.split
+                )
+                segment = await interaction.turn()
+                while not segment.terminated:
+                    episode.turns += 1
+                    episode.messages.append(scorer.task.assistant_message(segment.last_reply))
+                    try:
+                        step = await scorer.task.env_step(episode.context(await scorer.rubric()))
+                    except Exception as exc:  # an environment failure, never the model's
+                        episode.failure = f"{type(exc).__name__}: {exc}"
+                        break
+                    interaction.trace.info.setdefault("rlvr_turns", []).append(step.info)
+                    if step.failure is not None:
+                        episode.failure = step.failure
+                        break
+                    if step.done or not step.messages:
+                        break
+                    episode.messages.extend(step.messages)
+                    reply = step.messages
+                    segment = await interaction.turn(
+                        reply[0]["content"] if len(reply) == 1 and reply[0].get("role") == "user" else reply
+                    )
+
+    _EpisodeEnv.__name__ = _EpisodeEnv.__qualname__ = f"{name}EpisodeEnv"
+    _EpisodeEnv.__module__ = module
+    return _EpisodeEnv
 
 
 def to_data(item: Item, idx: int) -> RlvrData:
@@ -144,10 +235,12 @@ def taskset_class(task_cls: type[Task], env_config_cls: type[RubricEnvConfig], n
         **config_fields(env_config_cls),
     )
 
-    class _Taskset(vf.Taskset[RlvrTask, config_cls]):  # type: ignore[valid-type]
+    task_type = RlvrEpisodeTask if hasattr(task_cls, "env_step") else RlvrTask
+
+    class _Taskset(vf.Taskset[task_type, config_cls]):  # type: ignore[valid-type]
         __doc__ = f"The {name.lower()} environment's rows and rubric as a verifiers v1 Taskset."
 
-        def load(self) -> Iterator[RlvrTask]:
+        def load(self) -> Iterator[_ScoredTask]:
             values = self.config.model_dump(include=set(config_fields(env_config_cls)))
             task = task_cls(env_config_cls(**values))
             items, errors = task.items(self.config.split)
@@ -155,9 +248,9 @@ def taskset_class(task_cls: type[Task], env_config_cls: type[RubricEnvConfig], n
                 log.warning("skipping bad row: %s", line)
             if not items:
                 raise ValueError(f"{type(task).__name__}: no usable rows in the {self.config.split} split")
-            scorer = Scorer(task.rubric)
+            scorer = Scorer(task)
             for idx, item in enumerate(items):
-                yield RlvrTask(to_data(item, idx), self.config.task, scorer)
+                yield task_type(to_data(item, idx), self.config.task, scorer)
 
     _Taskset.__name__ = _Taskset.__qualname__ = f"{name}Taskset"
     _Taskset.__module__ = module

@@ -2,8 +2,11 @@
 
     python scripts/scripted_server.py PORT SCRIPT.json [REQUESTS.jsonl]
 
-SCRIPT.json = {"replies": {user text: reply}, "verdicts": {token: reply}, "default": reply}:
+SCRIPT.json = {"replies": {user text: reply}, "after_feedback": {first user text: reply},
+"verdicts": {token: reply}, "default": reply}:
 * a request whose last user message equals a `replies` key gets that reply (the policy's answer);
+* a later turn (more than one user message) whose FIRST user message is an `after_feedback` key gets
+  that reply (the policy's answer once the environment has given feedback);
 * else the first `verdicts` token found anywhere in the request's messages picks the reply (a judge
   grading a scripted answer sees that answer quoted in its prompt);
 * else `default`.
@@ -32,9 +35,12 @@ def text_of(content: Any) -> str:
 
 
 def choose(script: dict[str, Any], messages: list[dict[str, Any]]) -> str:
-    last_user = next((text_of(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
+    users = [text_of(m.get("content")) for m in messages if m.get("role") == "user"]
+    last_user = users[-1] if users else ""
     if last_user in script.get("replies", {}):
         return script["replies"][last_user]
+    if len(users) > 1 and users[0] in script.get("after_feedback", {}):
+        return script["after_feedback"][users[0]]
     whole = "\n".join(text_of(m.get("content")) for m in messages)
     for token, reply in script.get("verdicts", {}).items():
         if token in whole:
