@@ -17,7 +17,9 @@ installed files are checked (prime's exit code is not: it is 0 on failure). Then
 * every environment loads through the version's API(s) (and the other API fails with vf_compat's message);
 * `rlvr-judge` against the scripted server (policy and judge): rows scripted correct / wrong /
   unverifiable must score 1 / 0 / not-a-number (classic NaN; v1 reward None, trace ok=False);
-* `rlvr-qa` against the tiny model on vLLM: 3 rows, each verified (a finite number).
+* `rlvr-qa` against the tiny model on vLLM: 3 rows, each verified (a finite number);
+* `rlvr-code-repair` (multi-turn RLEF, where installed) against the scripted server on 0.1.9.post2 classic
+  and 0.4.0 v1: fixed after the feedback → 1 in 2 turns, never fixed → 0 after the 3-turn budget.
 Rewards are read from the output files (`results.jsonl` / `traces.jsonl`), never from exit codes.
 v1 harnesses resolve a uv script on every run: `UV_DEFAULT_INDEX` points at a local index of its
 dependencies (built once with pip into the cache), so the evals need no package index.
@@ -50,6 +52,8 @@ MATRIX = {"0.1.9.post2": ("classic", ("classic",)), "0.3.1": ("both", ("classic"
 # 0.3's classic vf-eval re-imports the env in env-server worker processes by default (checked by hand:
 # same rewards); in-process saves a minute of CPU per eval on 2 cores
 CLASSIC_FLAGS = {"0.3.1": ["--disable-env-server"]}
+# where the multi-turn RLEF env is evaluated too: its classic MultiTurnEnv on the project's pin, its v1 EpisodeEnv
+REPAIR_ON = {("0.1.9.post2", "classic"), ("0.4.0", "v1")}
 TOOLS = ["prime==0.18.0", "uv==0.13.9"]
 BUILD_DEPS = ["hatchling>=1.26", "editables~=0.3"]  # what `uv pip install -e` of a hub package builds with
 ENVS = sorted(p.name.removeprefix("rlvr_") for p in (ROOT / "environments").glob("rlvr_*") if p.is_dir())
@@ -178,17 +182,36 @@ def harness_index(venv: Path, tools: Path, log: Path) -> Path:
 
 
 def judge_script() -> tuple[dict, dict]:
-    """The scripted server's answers for every eval row of the judge env, and each row's label."""
+    """Scripted answers (and judge verdicts) for every eval row of the judge env; question → reward."""
     from environments.judge_env import JudgeEnvConfig, JudgeTask
 
     items, _ = JudgeTask(JudgeEnvConfig()).items("eval")
-    replies, labels = {}, {}
+    replies, expected = {}, {}
     for i, item in enumerate(items):
         question, label = item.prompt[-1]["content"], LABELS[i % 3]
-        replies[question], labels[question] = f"SCRIPTED-{label}-answer-{i}", label
+        replies[question], expected[question] = f"SCRIPTED-{label}-answer-{i}", (EXPECTED[label], 1)
     verdicts = {"SCRIPTED-correct": "<score>10</score>", "SCRIPTED-wrong": "<score>0</score>",
                 "SCRIPTED-unverifiable": "I will not grade this."}  # fmt: skip
-    return {"replies": replies, "verdicts": verdicts, "default": "no scripted answer"}, labels
+    return {"replies": replies, "verdicts": verdicts}, expected
+
+
+REPAIR_ARGS = {"dataset": "stdio", "eval_fraction": 0.5, "max_turns": 3}
+
+
+def repair_script() -> tuple[dict, dict]:
+    """RLEF code repair (multi-turn): every row's first answer fails; even rows are fixed after the
+    feedback (reward 1 in 2 turns), odd rows resubmit the wrong program (reward 0 after 3 turns)."""
+    from environments.code_repair_env import CodeRepairEnvConfig, CodeRepairTask
+
+    task = CodeRepairTask(CodeRepairEnvConfig(**REPAIR_ARGS))
+    replies, after, expected = {}, {}, {}
+    wrong = "```python\nprint('wrong')\n```"
+    for i, row in enumerate(task.rows("eval")):
+        question = task.item(row, i).prompt[-1]["content"]
+        replies[question] = wrong
+        after[question] = f"```python\n{row['solution']}```" if i % 2 == 0 else wrong
+        expected[question] = (1.0, 2) if i % 2 == 0 else (0.0, REPAIR_ARGS["max_turns"])
+    return {"replies": replies, "after_feedback": after}, expected
 
 
 def eval_cmd(api: str, venv: Path, env_id: str, url: str, model: str, out: Path, args: dict) -> list[str]:
@@ -202,9 +225,9 @@ def eval_cmd(api: str, venv: Path, env_id: str, url: str, model: str, out: Path,
             "--sampling.max-tokens", "16", "--no-push", "--no-rich", "-o", str(out), "--run.name", "run"]  # fmt: skip
 
 
-def read_rewards(api: str, out: Path) -> dict[str, float | None]:
-    """question → reward (None = unverified) from the eval's output files."""
-    rows: dict[str, float | None] = {}
+def read_rewards(api: str, out: Path) -> dict[str, tuple[float | None, int]]:
+    """question → (reward (None = unverified), assistant turns) from the eval's output files."""
+    rows: dict[str, tuple[float | None, int]] = {}
     if api == "classic":
         files = list(out.glob("**/results.jsonl"))
         if len(files) != 1:
@@ -212,23 +235,26 @@ def read_rewards(api: str, out: Path) -> dict[str, float | None]:
         for line in files[0].read_text().splitlines():
             r = json.loads(line)
             question = next(m["content"] for m in reversed(r["prompt"]) if m["role"] == "user")
-            reward = r["reward"]
-            rows[question] = None if reward is None or math.isnan(reward) else float(reward)
+            reward, turns = r["reward"], sum(m["role"] == "assistant" for m in r["completion"])
+            rows[question] = (None if reward is None or math.isnan(reward) else float(reward), turns)
         return rows
     for line in (out / "run" / "traces.jsonl").read_text().splitlines():
         trace = json.loads(line)["traces"][0]
         reward = trace["rewards"].get("rubric_reward")
         if (reward is None) != bool(trace["errors"]):
             raise Mismatch(f"v1 trace with reward {reward} and errors {trace['errors']}")
-        rows[trace["task"]["data"]["prompt"]] = None if reward is None else float(reward["score"])
+        turns = sum(1 for node in trace["nodes"] if node.get("sampled"))
+        rows[trace["task"]["data"]["prompt"]] = (None if reward is None else float(reward["score"]), turns)
     return rows
 
 
 def evaluate(version: str, api: str, name: str, venv: Path, env: dict[str, str], ctx: dict) -> dict:
-    """One `vf-eval` run; its rewards, checked against what the server was scripted to make them."""
+    """One `vf-eval` run; its rewards (and turns), checked against what the server was scripted to give."""
+    scripted = (ctx["scripted"], "scripted")  # server URL, model name
     env_id, url, model, args = {
-        "judge@scripted": ("rlvr-judge", ctx["scripted"], "scripted",
+        "judge@scripted": ("rlvr-judge", *scripted,
                            {"judge_base_url": ctx["scripted"], "judge_model": "scripted", "judge_max_retries": 0}),
+        "code_repair@scripted": ("rlvr-code-repair", *scripted, REPAIR_ARGS),
         "qa@vllm": ("rlvr-qa", ctx["vllm_url"], ctx["vllm_model"], {}),
     }[name]  # fmt: skip
     out = Path(tempfile.mkdtemp(prefix=f"{version}-{api}-{name.split('@')[0]}-", dir=CACHE / "runs"))
@@ -237,19 +263,23 @@ def evaluate(version: str, api: str, name: str, venv: Path, env: dict[str, str],
     if api == "classic":
         cmd += CLASSIC_FLAGS.get(version, [])
     run(cmd, out / "eval.log", cwd=out, env=env)
-    rewards = read_rewards(api, out)
+    rows = read_rewards(api, out)
+    rewards = {q: r for q, (r, _) in rows.items()}
     where = f"{version} {api} {name} (log {out / 'eval.log'})"
-    if len(rewards) != 3:
-        raise Mismatch(f"{where}: {len(rewards)} rows, expected 3: {rewards}")
-    if name == "judge@scripted":
-        want = {q: EXPECTED[ctx["labels"][q]] for q in rewards}
-        if rewards != want:
-            raise Mismatch(f"{where}: rewards {rewards} != scripted {want}")
-        if sorted(map(str, want.values())) != sorted(map(str, EXPECTED.values())):
-            raise Mismatch(f"{where}: the 3 rows do not cover correct/wrong/unverifiable: {want}")
-    elif not all(r is not None and 0.0 <= r <= 1.0 for r in rewards.values()):
+    if len(rows) != 3:
+        raise Mismatch(f"{where}: {len(rows)} rows, expected 3: {rows}")
+    if name.endswith("@scripted"):
+        want = {q: ctx["expected"][q] for q in rows}
+        if rows != want:
+            raise Mismatch(f"{where}: (reward, turns) {rows} != scripted {want}")
+    if name == "judge@scripted" and sorted(map(str, rewards.values())) != sorted(map(str, EXPECTED.values())):
+        raise Mismatch(f"{where}: the 3 rows do not cover correct/wrong/unverifiable: {rewards}")
+    if name == "qa@vllm" and not all(r is not None and 0.0 <= r <= 1.0 for r in rewards.values()):
         raise Mismatch(f"{where}: unverified or out-of-range rewards {rewards}")
-    return {"rewards": list(rewards.values()), "s": round(time.monotonic() - t0, 1)}
+    result = {"rewards": list(rewards.values()), "s": round(time.monotonic() - t0, 1)}
+    if name == "code_repair@scripted":
+        result["turns"] = [t for _, t in rows.values()]
+    return result
 
 
 def check_version(version: str, ctx: dict) -> dict:
@@ -277,6 +307,8 @@ def check_version(version: str, ctx: dict) -> dict:
     if "v1" in apis:
         env["UV_DEFAULT_INDEX"] = f"file://{harness_index(venv, ctx['tools'], log)}"
     jobs = [(api, name) for api in apis for name in ("judge@scripted", "qa@vllm")]
+    if "code_repair" in ENVS and (version, apis[0]) in REPAIR_ON:
+        jobs.append((apis[0], "code_repair@scripted"))
     with ThreadPoolExecutor(max_workers=len(jobs)) as pool:  # two evals at once: each waits on its servers
         done = list(pool.map(lambda job: evaluate(version, *job, venv, env, ctx), jobs))
     for (api, name), result in zip(jobs, done, strict=True):
@@ -308,7 +340,11 @@ def main(argv: list[str]) -> int:
     tools = tools_venv(log)
     wheels = wheelhouse(tools, log)
     port = free_port()
-    script, labels = judge_script()
+    script, expected = judge_script()
+    if "code_repair" in ENVS:
+        repair, repair_expected = repair_script()
+        script |= repair
+        expected |= repair_expected
     script_path = CACHE / "scripted.json"
     script_path.write_text(json.dumps(script))
     server = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "scripted_server.py"), str(port),
@@ -325,7 +361,7 @@ def main(argv: list[str]) -> int:
                 if server.poll() is not None or time.monotonic() > deadline:
                     raise Mismatch("scripted server did not start") from None
                 time.sleep(0.2)  # readiness poll of a child process
-        ctx = dict(tools=tools, wheels=wheels, env=env, scripted=f"http://127.0.0.1:{port}/v1", labels=labels,
+        ctx = dict(tools=tools, wheels=wheels, env=env, scripted=f"http://127.0.0.1:{port}/v1", expected=expected,
                    vllm_url=args.vllm_url, vllm_model=args.vllm_model)  # fmt: skip
         setup_s = round(time.monotonic() - t_start, 1)
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
