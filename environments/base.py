@@ -41,6 +41,8 @@ from atroposlib.envs.base import BaseEnv, BaseEnvConfig, ScoredDataGroup
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 from pydantic import Field, ValidationError
 
+from environments.episode_runtime import episode_rollouts, finish_group
+from environments.episodes import MultiTurnTask
 from environments.rollouts import GroupOutcome, assemble_group, sample_group
 from environments.servers import TOKEN_CAPABLE, check_reachable, server_class_for
 from environments.task import Item, Task
@@ -206,6 +208,8 @@ class RubricEnv(BaseEnv):
         self, item: Item, n: int, split: str = "train"
     ) -> tuple[list, list[RewardResult]]:
         """`n` rollouts of `item` and their rewards. Network/rubric timeouts raise TimeoutError."""
+        if isinstance(self.task, MultiTurnTask):
+            return await episode_rollouts(self, item, n, split)
         rollouts = await sample_group(
             self.server,
             self.tokenizer,
@@ -254,6 +258,7 @@ class RubricEnv(BaseEnv):
                 outcome.group["finish_reasons"] = [
                     r.finish_reason for r, s in zip(rollouts, results, strict=True) if s.verified
                 ]
+                outcome = finish_group(self, outcome, rollouts, results)
         if outcome.drop:
             self.drops[outcome.drop] += 1
             log.warning("dropped group for item %s: %s (%s)", item.uid, outcome.drop, outcome.detail[:300])
@@ -269,6 +274,7 @@ class RubricEnv(BaseEnv):
         group = dict(outcome.group)
         group.pop("rewards", None)
         group.pop("finish_reasons", None)
+        group.pop("episodes", None)
         return ScoredDataGroup(**group), []
 
     async def env_manager(self) -> None:

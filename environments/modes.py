@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
+from environments.episode_runtime import eval_fields, turn_metrics
 from environments.output import GroupWriter, write_html
 from rubrics.core import RewardResult, Status
 
@@ -106,10 +107,11 @@ async def run_evaluate(env: RubricEnv) -> dict[str, Any]:
 
     async def one(item: Any) -> dict[str, Any]:
         async with sem:
-            text, finish = "", None
+            text, finish, extra = "", None, {}
             try:
                 rollouts, results = await env.rollout_and_score(item, 1, split="eval")
                 text, finish, result = rollouts[0].text, rollouts[0].finish_reason, results[0]
+                extra = eval_fields(rollouts[0])
             except asyncio.TimeoutError:
                 result = RewardResult.unverified(Status.TIMEOUT, "inference timed out")
             except Exception as exc:  # noqa: BLE001 - one failing sample must not end the eval
@@ -123,6 +125,7 @@ async def run_evaluate(env: RubricEnv) -> dict[str, Any]:
             "status": result.status.value,
             "reason": result.reason,
             "finish_reason": finish,
+            **extra,
         }
 
     samples = await asyncio.gather(*(one(item) for item in env.eval_items))
@@ -134,6 +137,7 @@ async def run_evaluate(env: RubricEnv) -> dict[str, Any]:
         "eval/n_samples": len(samples),
         "eval/n_unverified": len(samples) - len(verified),
         **{f"eval/status/{k}": v for k, v in Counter(s["status"] for s in samples).items()},
+        **turn_metrics(samples),
     }
     params = {**env.generation_params("eval"), "n": 1}
     params["max_new_tokens"] = params["max_tokens"]

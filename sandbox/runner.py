@@ -615,6 +615,7 @@ def supervise(spec: dict, chunk: list, rlimits: tuple = ()) -> list[dict]:
             if not data:
                 sel.unregister(key.fd)
                 del streams[key.fd]
+                os.close(key.fd)  # closed at EOF: a warm worker runs thousands of tests (fd limit 256)
                 continue
             target += data
             if len(target) > (out_cap if key.fd == out_r else res_cap):

@@ -26,6 +26,7 @@ VERSION = "0.1.0"
 # description, hub tags)
 ENVS: dict[str, tuple[str, tuple[str, ...], str, tuple[str, ...]]] = {
     "code": ("code_env", ("CodeTaskset",), "Python code generation scored by tests run in a sandbox (HumanEval, MBPP, CodeContests, APPS, LiveCodeBench)", ("code", "single-turn", "sandbox")),
+    "code_repair": ("code_repair_env", ("CodeRepairTaskset", "CodeRepairEpisodeEnv"), "RLEF code repair: public-test feedback between attempts, hidden-test reward (HumanEval, stdin/stdout, MBPP, CodeContests, APPS, LiveCodeBench)", ("code", "rlef", "multi-turn", "execution-feedback", "sandbox")),
     "judge": ("judge_env", ("JudgeTaskset",), "Open-ended questions graded by an LLM judge against references and criteria", ("judge", "single-turn", "llm-as-judge")),
     "math": ("math_env", ("MathTaskset",), "Math problems with verified \\\\boxed{} answers: isolated CAS, hedge-proof extraction (rlvr-envs)", ("math", "single-turn", "verifiable-reward")),
     "qa": ("qa_env", ("QATaskset",), "Short-answer QA scored by normalised exact match", ("qa", "single-turn", "exact-match")),
@@ -36,7 +37,7 @@ requires = ["hatchling>=1.26"]
 build-backend = "hatchling.build"
 
 [project]
-name = "rlvr-{name}"
+name = "rlvr-{dist}"
 version = "{version}"
 description = "{description}"
 readme = "README.md"
@@ -68,18 +69,18 @@ if vf_compat.has_v1():
     __all__ += [{v1_quoted}]
 '''
 
-README = """# rlvr-{name}
+README = """# rlvr-{dist}
 
 {description}
 
 Part of rlvr-envs: the same dataset, prompt and rubric as `python environments/{module}.py serve|process|evaluate`.
 See the module docstring of `environments/{module}.py` for its rows, arguments and rubric.
 
-Install from the repository root: `prime env install rlvr-{name}` (or
+Install from the repository root: `prime env install rlvr-{dist}` (or
 `uv pip install --python .venv/bin/python -e environments/rlvr_{name}`). Then
-- classic Verifiers (0.1.9.post2 .. 0.3.x): `python -c "import verifiers as vf; env = vf.load_environment('rlvr-{name}')"`;
+- classic Verifiers (0.1.9.post2 .. 0.3.x): `python -c "import verifiers as vf; env = vf.load_environment('rlvr-{dist}')"`;
   arguments of `load_environment(**kwargs)` are the fields of the environment's config (`--env.*` flags);
-- Verifiers v1 (0.3.1 .. 0.4.x): `vf-eval rlvr-{name} --env.agent.harness.id null --env.agent.runtime.type subprocess
+- Verifiers v1 (0.3.1 .. 0.4.x): `vf-eval rlvr-{dist} --env.agent.harness.id null --env.agent.runtime.type subprocess
   --client.base-url URL -m MODEL -n 3 --no-push`; the environment's own config fields are `--env.taskset.<field>`.
 """
 
@@ -88,8 +89,8 @@ def render(name: str) -> dict[str, str]:
     """Relative path → content of the generated files of one package."""
     module, v1, description, tags = ENVS[name]
     values = dict(
-        name=name, module=module, description=description, version=VERSION, tags=", ".join(f'"{t}"' for t in tags),
-        v1_first=v1[0], v1_names=", ".join(v1), v1_quoted=", ".join(f'"{n}"' for n in v1),
+        name=name, dist=name.replace("_", "-"), module=module, description=description, version=VERSION, tags=", ".join(f'"{t}"' for t in tags),
+        v1_first=v1[0], v1_names=", ".join(sorted(v1)), v1_quoted=", ".join(f'"{n}"' for n in v1),
     )  # fmt: skip
     return {
         "pyproject.toml": PYPROJECT.format(**values),

@@ -43,9 +43,9 @@ def installed(envs: list[str]) -> dict:
     hubs = {}
     for name in envs:
         try:
-            dist = md.distribution(f"rlvr-{name}")
+            dist = md.distribution(f"rlvr-{name.replace('_', '-')}")
         except md.PackageNotFoundError:
-            fail(f"rlvr-{name} is not installed")
+            fail(f"rlvr-{name.replace('_', '-')} is not installed")
         url = json.loads(dist.read_text("direct_url.json") or "{}")
         want = (ROOT / "environments" / f"rlvr_{name}").as_uri()
         if url.get("url") != want or not url.get("dir_info", {}).get("editable"):

@@ -57,6 +57,9 @@ REPAIR_ON = {("0.1.9.post2", "classic"), ("0.4.0", "v1")}
 TOOLS = ["prime==0.18.0", "uv==0.13.9"]
 BUILD_DEPS = ["hatchling>=1.26", "editables~=0.3"]  # what `uv pip install -e` of a hub package builds with
 ENVS = sorted(p.name.removeprefix("rlvr_") for p in (ROOT / "environments").glob("rlvr_*") if p.is_dir())
+IDS = [
+    f"rlvr-{n.replace('_', '-')}" for n in ENVS
+]  # env ids = distribution names (prime: - → _ for the folder)
 KEY_VAR = "RLVR_MATRIX_API_KEY"
 LABELS = ("correct", "wrong", "unverifiable")
 EXPECTED = {"correct": 1.0, "wrong": 0.0, "unverifiable": None}
@@ -130,7 +133,7 @@ def version_venv(version: str, tools: Path, wheels: Path, env: dict[str, str], l
             log, env=env)  # fmt: skip
 
     venv = cached_dir(f"venv-{version}", digest(version, requires, TOOLS, sys.version), build)
-    installed = ["rlvr-envs", *(f"rlvr-{n}" for n in ENVS)]
+    installed = ["rlvr-envs", *IDS]
     run([uv, "pip", "uninstall", "-q", "--python", str(venv / "bin" / "python"), *installed], log, env=env)
     return venv
 
@@ -143,7 +146,7 @@ def prime_install(venv: Path, tools: Path, wheels: Path, env: dict[str, str], lo
     # the wheel's file name does not change with the code: drop uv's cached copy so this build is used
     run([str(tools / "bin" / "uv"), "cache", "clean", "rlvr-envs"], log, env=env)
     run(
-        [str(tools / "bin" / "prime"), "env", "install", *(f"rlvr-{n}" for n in ENVS), "--plain"],
+        [str(tools / "bin" / "prime"), "env", "install", *IDS, "--plain"],
         log,
         cwd=ROOT,
         env=env,

@@ -46,5 +46,5 @@ def test_hub_package_builds_and_loads(tmp_path, name):
     )
     assert out.returncode == 0, out.stderr[-2000:]
     kind, n_eval, exports = out.stdout.split()[-3:]
-    assert kind == "SingleTurnEnv" and int(n_eval) > 0
+    assert kind in ("SingleTurnEnv", "TaskMultiTurnEnv") and int(n_eval) > 0  # multi-turn tasks: episodes
     assert exports == "load_environment"  # classic-only verifiers: no v1 Taskset exported
