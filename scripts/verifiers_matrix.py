@@ -346,7 +346,7 @@ def main(argv: list[str]) -> int:
     script, expected = judge_script()
     if "code_repair" in ENVS:
         repair, repair_expected = repair_script()
-        script |= repair
+        script = {key: {**script.get(key, {}), **repair.get(key, {})} for key in {*script, *repair}}
         expected |= repair_expected
     script_path = CACHE / "scripted.json"
     script_path.write_text(json.dumps(script))
