@@ -6,7 +6,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export WANDB_MODE := disabled
 
-.PHONY: setup host demo test test-fast lint bench
+.PHONY: setup host demo test test-fast lint bench verifiers-matrix
 
 setup: $(VENV)/.installed
 
@@ -26,6 +26,9 @@ test: setup host
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"
+
+verifiers-matrix: setup  ## prime-install every hub env into venvs for verifiers 0.1.9.post2/0.3.1/0.4.0 and vf-eval them (part of `test`)
+	$(PY) -m pytest -q -s tests/packaging/test_verifiers_matrix.py
 
 lint: setup
 	$(PY) -m ruff check . && $(PY) -m ruff format --check .

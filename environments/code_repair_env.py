@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from environments import vf_compat
 from environments.base import RubricEnv
 from environments.code_env import SYSTEM_PROMPT, CodeEnvConfig, problem_from_row
 from environments.data_sources import load_rows, split_rows
@@ -250,6 +251,15 @@ def load_environment(**kwargs: Any) -> Any:
     from environments.verifiers_multiturn import build_multiturn_env
 
     return build_multiturn_env(CodeRepairTask(CodeRepairEnvConfig(**kwargs)))
+
+
+__all__ = ["CodeRepairEnv", "CodeRepairEnvConfig", "CodeRepairTask", "load_environment"]
+if vf_compat.has_v1():  # the v1 front door: `vf-eval rlvr-code-repair ...` on verifiers 0.3.1 .. 0.4.x
+    from environments.verifiers_v1 import episode_env_class, taskset_class
+
+    CodeRepairTaskset = taskset_class(CodeRepairTask, CodeRepairEnvConfig, "CodeRepair")
+    CodeRepairEpisodeEnv = episode_env_class("CodeRepair", __name__)
+    __all__ += ["CodeRepairTaskset", "CodeRepairEpisodeEnv"]
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import logging
 import math
 from typing import Any
 
+from environments import vf_compat
 from environments.episodes import EpisodeContext, MultiTurnTask
 from environments.verifiers_front import _dataset
 
@@ -21,8 +22,7 @@ log = logging.getLogger("rlvr")
 
 def build_multiturn_env(task: MultiTurnTask, **env_kwargs: Any) -> Any:
     """A `verifiers.MultiTurnEnv` over the task's splits; episodes stepped by `task.env_step`."""
-    import verifiers as vf
-
+    vf = vf_compat.require("classic")  # a clear ImportError on verifiers 0.4 (v1 only) or none
     splits = {}
     for split in ("train", "eval"):
         items, errors = task.items(split)

@@ -1,0 +1,34 @@
+"""Every hub environment, installed with the real prime CLI into a venv per Verifiers version
+(0.1.9.post2, 0.3.1, 0.4.0), loads and evaluates with that version's vf-eval: see
+scripts/verifiers_matrix.py. Builds (or reuses, keyed by requirements) its venvs under .cache/; a
+missing venv is built here, never skipped. Needs PyPI the first time (or a warm .cache/uv).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3000)
+def test_prime_installs_and_vf_eval_scores_on_every_verifiers_version(vllm_server):
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "verifiers_matrix.py"),
+         "--vllm-url", vllm_server.base_url, "--vllm-model", vllm_server.model],
+        capture_output=True, text=True, cwd=ROOT, timeout=2900,
+    )  # fmt: skip
+    print(out.stdout)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-6000:]
+    reports = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    by_version = {r["version"]: r for r in reports if "version" in r}
+    assert sorted(by_version) == ["0.1.9.post2", "0.3.1", "0.4.0"]
+    assert by_version["0.4.0"]["v1:judge@scripted"]["rewards"].count(None) == 1
+    assert by_version["0.1.9.post2"]["classic:judge@scripted"]["rewards"].count(None) == 1
+    assert reports[-1]["failures"] == 0
