@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from environments import vf_compat
 from environments.base import RubricEnv, RubricEnvConfig
 from environments.data_sources import load_rows, split_rows
 from environments.task import DatasetError, Item, Split, Task, require
@@ -262,6 +263,14 @@ def load_environment(**kwargs: Any) -> Any:
     from environments.verifiers_front import build_verifiers_env
 
     return build_verifiers_env(CodeTask(CodeEnvConfig(**kwargs)))
+
+
+__all__ = ["CodeEnv", "CodeEnvConfig", "CodeTask", "load_environment"]
+if vf_compat.has_v1():  # the v1 front door: `vf-eval rlvr-code ...` on verifiers 0.3.1 .. 0.4.x
+    from environments.verifiers_v1 import taskset_class
+
+    CodeTaskset = taskset_class(CodeTask, CodeEnvConfig, "Code")
+    __all__ += ["CodeTaskset"]
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from environments import vf_compat
 from environments.base import RubricEnv, RubricEnvConfig
 from environments.data_sources import load_rows, split_rows
 from environments.task import DatasetError, Item, Split, Task, require
@@ -121,6 +122,14 @@ def load_environment(**kwargs: Any) -> Any:
     from environments.verifiers_front import build_verifiers_env
 
     return build_verifiers_env(JudgeTask(JudgeEnvConfig(**kwargs)))
+
+
+__all__ = ["JudgeEnv", "JudgeEnvConfig", "JudgeTask", "load_environment"]
+if vf_compat.has_v1():  # the v1 front door: `vf-eval rlvr-judge ...` on verifiers 0.3.1 .. 0.4.x
+    from environments.verifiers_v1 import taskset_class
+
+    JudgeTaskset = taskset_class(JudgeTask, JudgeEnvConfig, "Judge")
+    __all__ += ["JudgeTaskset"]
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from environments import vf_compat
 from environments.base import RubricEnv, RubricEnvConfig
 from environments.data_sources import DataSourceError, load_rows, split_rows
 from environments.task import DatasetError, Item, Split, Task, require
@@ -235,6 +236,14 @@ def load_environment(**kwargs: Any) -> Any:
     from environments.verifiers_front import build_verifiers_env
 
     return build_verifiers_env(MathTask(MathEnvConfig(**kwargs)))
+
+
+__all__ = ["MathEnv", "MathEnvConfig", "MathTask", "load_environment"]
+if vf_compat.has_v1():  # the v1 front door: `vf-eval rlvr-math ...` on verifiers 0.3.1 .. 0.4.x
+    from environments.verifiers_v1 import taskset_class
+
+    MathTaskset = taskset_class(MathTask, MathEnvConfig, "Math")
+    __all__ += ["MathTaskset"]
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import Field
 
+from environments import vf_compat
 from environments.base import RubricEnv, RubricEnvConfig
 from environments.data_sources import load_rows, split_rows
 from environments.task import DatasetError, Item, Split, Task, require
@@ -63,6 +64,14 @@ def load_environment(**kwargs: Any) -> Any:
     from environments.verifiers_front import build_verifiers_env
 
     return build_verifiers_env(QATask(QAEnvConfig(**kwargs)))
+
+
+__all__ = ["QAEnv", "QAEnvConfig", "QATask", "load_environment"]
+if vf_compat.has_v1():  # the v1 front door: `vf-eval rlvr-qa ...` on verifiers 0.3.1 .. 0.4.x
+    from environments.verifiers_v1 import taskset_class
+
+    QATaskset = taskset_class(QATask, QAEnvConfig, "QA")
+    __all__ += ["QATaskset"]
 
 
 if __name__ == "__main__":

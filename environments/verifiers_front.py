@@ -1,4 +1,4 @@
-"""`load_environment()` support: a `Task` as a Verifiers (0.1.9 classic API) `SingleTurnEnv`.
+"""`load_environment()` support: a `Task` as a classic Verifiers (0.1.9.post2 .. 0.3.x) `SingleTurnEnv`.
 
 The dataset, prompts and rubric are the ones the Atropos runtime uses, so a policy trained or
 evaluated through `vf-eval` / prime-rl sees exactly what `serve` / `process` / `evaluate` see.
@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from environments import vf_compat
 from environments.task import Item, Task
 from rubrics.adapters.verifiers import encode_answer, reward_function
 
@@ -33,8 +34,7 @@ def _dataset(items: list[Item]) -> Any:
 
 def build_verifiers_env(task: Task, **env_kwargs: Any) -> Any:
     """A `verifiers.SingleTurnEnv` over the task's train and eval splits, scored by its rubric."""
-    import verifiers as vf
-
+    vf = vf_compat.require("classic")  # a clear ImportError on verifiers 0.4 (v1 only) or none
     splits = {}
     for split in ("train", "eval"):
         items, errors = task.items(split)

