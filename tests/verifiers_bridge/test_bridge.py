@@ -173,6 +173,16 @@ async def test_process_and_evaluate_write_their_files(tiny, tok, tmp_path):
     assert [s["status"] for s in samples if s["gold"] == "17"] == ["error"]
 
 
+async def test_evaluate_with_every_sample_unverified_still_writes_its_files(tiny, tok, tmp_path):
+    with ScriptedPolicy(tok, sum_policy) as policy:
+        env = make_env(tiny, policy, "vf_sum", {"raise_on": "*"}, data_dir_to_save_evals=str(tmp_path))
+        await env.setup()
+        metrics = await run_evaluate(env)
+    assert metrics["eval/n_unverified"] == 3 and metrics["eval/accuracy"] is None
+    samples = [json.loads(line) for line in (tmp_path / "samples.jsonl").read_text().splitlines()]
+    assert [s["score"] for s in samples] == [None] * 3 and json.loads((tmp_path / "metrics.json").read_text())
+
+
 def test_refusals_are_loud():
     with pytest.raises(VerifiersBridgeError, match="tool environment"):
         load_vf_env(FIX + "vf_tools", "{}")
