@@ -42,7 +42,7 @@ def tok(tiny):
 def make_env(tiny, policy, fixture: str, env_args: dict | None = None, **cfg) -> VerifiersEnv:
     cfg = {"group_size": 4, "max_token_length": 1024, "ensure_scores_are_not_same": False, **cfg}
     config = VerifiersEnvConfig(tokenizer_name=str(tiny), wandb_name="vf", use_wandb=False,
-                                vf_env_name=FIX + fixture, env_args=json.dumps(env_args or {}), **cfg)  # fmt: skip
+                                vf_env_name=fixture if "." in fixture else FIX + fixture, env_args=json.dumps(env_args or {}), **cfg)  # fmt: skip
     server = APIServerConfig(server_type="vllm", model_name="scripted", base_url=policy.base_url,
                              api_key="x", tokenizer_name=str(tiny), timeout=30, health_check=False)  # fmt: skip
     return VerifiersEnv(config, [server])
@@ -190,3 +190,42 @@ def test_refusals_are_loud():
         load_vf_env(FIX + "vf_sum", "[1]")
     with pytest.raises(VerifiersBridgeError, match="vf_env_name is required"):
         load_vf_env("", "{}")
+
+
+async def test_our_own_verifiers_front_door_runs_through_the_bridge(tiny, tok):
+    """The project's qa env as a Verifiers env (`environments.qa_env.load_environment`), bridged."""
+    golds = {}
+    for line in (ROOT / "environments" / "data" / "qa_default.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        golds[row["question"]] = row["answer"][0] if isinstance(row["answer"], list) else row["answer"]
+
+    def qa_policy(text: str, index: int) -> str:
+        question = max((q for q in golds if q in text), key=len)
+        return f"<answer>{golds[question]}</answer>" if index % 2 == 0 else "<answer>nope</answer>"
+
+    with ScriptedPolicy(tok, qa_policy, latency_s=(0.0, 0.03), seed=5) as policy:
+        env = make_env(tiny, policy, "environments.qa_env", train_limit=4)
+        await env.setup()
+        for item in env.train_items[:4]:
+            group = (await env.group_for(item, training=True)).group
+            for turns, score in zip(replies(tok, group), group["scores"], strict=True):
+                assert score == (0.0 if "nope" in turns[-1] else 1.0)
+            assert sorted(group["scores"]) == [0.0, 0.0, 1.0, 1.0]
+
+
+def test_process_from_the_command_line(tiny, tok, tmp_path):
+    import subprocess
+    import sys
+
+    with ScriptedPolicy(tok, sum_policy) as policy:
+        cmd = [sys.executable, str(ROOT / "environments" / "verifiers_env.py"), "process",
+               "--env.vf_env_name", FIX + "vf_sum", "--env.env_args", '{"raise_on": "8"}',
+               "--env.tokenizer_name", str(tiny), "--openai.model_name", "scripted",
+               "--openai.base_url", policy.base_url, "--env.group_size", "4", "--env.total_steps", "6",
+               "--env.ensure_scores_are_not_same", "false",
+               "--env.data_path_to_save_groups", str(tmp_path / "g.jsonl")]  # fmt: skip
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT,
+                              env=dict(os.environ, PYTHONPATH=str(ROOT)))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    groups = [json.loads(line) for line in (tmp_path / "g.jsonl").read_text().splitlines()]
+    assert len(groups) == 5 and "dropped         {'error': 1}" in done.stdout
