@@ -1,8 +1,9 @@
 """Any classic Verifiers environment in Atropos: `python environments/verifiers_env.py
 serve|process|evaluate --env.vf_env_name <id> --env.env_args '<json>'`.
 
-The environment is loaded with `vf.load_environment(id, **env_args)` (classic API, verifiers
-0.1.9.post2; `environments.vf_compat` says why when this interpreter has no classic API) and runs
+The environment is loaded with `vf.load_environment(id, **env_args)` (classic API: verifiers
+0.1.9.post2 .. 0.3.x, messages as dicts or pydantic as the version wants; on 0.4 / none one
+`VerifiersBridgeError` says why, from `environments.vf_compat`) and runs
 through the project's own runtime, so it gets the same guarantees as our environments: exact
 sampled tokens, alignment invariants, tri-state rewards, resumable `process`, `evaluate` files.
 
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import inspect
 import json
 import math
@@ -41,13 +43,14 @@ import signal
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from openai import AsyncOpenAI
 from pydantic import Field
 
 from environments.base import RubricEnv, RubricEnvConfig
 from environments.episode_runtime import runner_for, token_budget
 from environments.episodes import EnvStep, Episode, EpisodeContext, MultiTurnTask, to_rollout
 from environments.task import DatasetError, Item, Split
-from environments.vf_compat import require
+from environments.vf_compat import VerifiersAPIError, classic_client, require
 from rubrics.core import RewardResult, Rubric, Sample, Status
 
 PENDING = "pending: scored by the Verifiers rubric after the group"
@@ -67,7 +70,13 @@ class VerifiersEnvConfig(RubricEnvConfig):
 
 def load_vf_env(name: str, env_args: str | Mapping[str, Any]) -> Any:
     """`vf.load_environment(name, **env_args)`, checked for what the bridge can run."""
-    vf = require("classic")
+    try:
+        vf = require("classic")
+    except VerifiersAPIError as exc:
+        raise VerifiersBridgeError(
+            f"the bridge runs classic Verifiers environments (verifiers 0.1.9.post2 .. 0.3.x); v1 Tasksets "
+            f"are not bridged yet: {exc}"
+        ) from exc
     if not name:
         raise VerifiersBridgeError("--env.vf_env_name is required (a Verifiers environment id)")
     args = json.loads(env_args) if isinstance(env_args, str) else dict(env_args)
@@ -165,6 +174,10 @@ class VerifiersTask(MultiTurnTask):
     def __init__(self, config: VerifiersEnvConfig) -> None:
         super().__init__(config)
         self.vf_env = load_vf_env(config.vf_env_name, config.env_args)
+        self.normalize = _message_normalizer()
+        # init_state wants a client (0.2+ validates its type); the bridge never calls it: the model
+        # is sampled by the runtime. A closed loopback port, so a stray call fails at once.
+        self.placeholder_client = classic_client(AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="x"))
 
     def turn_budget(self) -> int:
         own = int(getattr(self.vf_env, "max_turns", -1) or -1)
@@ -189,9 +202,10 @@ class VerifiersTask(MultiTurnTask):
     async def vf_state(self, item: Item, holder: dict[str, Any]) -> Any:
         """The episode's own Verifiers state (built on first use: `init_state` + `setup_state`)."""
         if "vf" not in holder:
-            state = await self.vf_env.init_state(dict(item.info["vf_input"]), None, "policy", None)
+            vf_input = dict(item.info["vf_input"])
+            state = await self.vf_env.init_state(vf_input, self.placeholder_client, "policy", None)
             holder["vf"] = state  # set first: a failing setup_state still leaves the state to inspect
-            holder["vf"] = await self.vf_env.setup_state(state)
+            holder["vf"] = await self.vf_env.setup_state(state) or state  # 0.3 may return None
         return holder["vf"]
 
     async def record_turns(self, state: Any, messages: list[dict[str, Any]], truncated: bool = False) -> None:
@@ -201,7 +215,8 @@ class VerifiersTask(MultiTurnTask):
 
         turns = [k for k, m in enumerate(messages) if m["role"] == "assistant"]
         for k in turns[len(state["trajectory"]) :]:
-            step = TrajectoryStep(prompt=messages[:k], completion=[messages[k]], response=None, tokens=None,
+            step = TrajectoryStep(prompt=self.normalize(messages[:k]), completion=self.normalize([messages[k]]),
+                                  response=None, tokens=None,
                                   reward=None, advantage=None, is_truncated=truncated,
                                   trajectory_id=state["trajectory_id"], extras={})  # fmt: skip
             await self.vf_env.add_trajectory_step(state, step)
@@ -212,11 +227,11 @@ class VerifiersTask(MultiTurnTask):
         await self.record_turns(state, messages)
         if await self.vf_env.is_completed(state):
             return self._done(state)
-        reply = await self.vf_env.env_response(messages, state)
+        reply = await self.vf_env.env_response(self.normalize(messages), state)
         if state.get("final_env_response") is not None:
             await self.vf_env.is_completed(state)  # fires has_final_env_response and the cleanups
             return self._done(state)
-        return EnvStep(messages=[dict(m) for m in reply or []])
+        return EnvStep(messages=[_as_dict(m) for m in reply or []])
 
     def _done(self, state: Any) -> EnvStep:
         if state.get("error") is not None:
@@ -251,6 +266,22 @@ class VerifiersTask(MultiTurnTask):
             return
         for ep in pending:
             ep.result = result_of(ep.state["vf"])
+
+
+def _message_normalizer() -> Callable[[list[dict[str, Any]]], Any]:
+    """Messages as this Verifiers wants them: dicts on 0.1.x, pydantic messages on 0.2+."""
+    for module in ("verifiers.utils.message_utils", "verifiers.legacy.utils.message_utils"):
+        with contextlib.suppress(ImportError):
+            normalize = getattr(importlib.import_module(module), "normalize_messages", None)
+            if normalize is not None:
+                return normalize
+    return lambda messages: messages
+
+
+def _as_dict(message: Any) -> dict[str, Any]:
+    if hasattr(message, "model_dump"):
+        return {k: v for k, v in message.model_dump(exclude_none=True).items() if k in ("role", "content")}
+    return dict(message)
 
 
 def result_of(state: Mapping[str, Any]) -> RewardResult:
