@@ -155,6 +155,23 @@ async def test_group_reward_function_scores_the_whole_group(tiny, tok):
         assert seen == {0.0, 0.5, 1.0, 1.5}  # the bonus follows the group, not the item
 
 
+@pytest.mark.parametrize(
+    ("mode", "reason"),
+    [
+        ("raise", "majority: ConnectionError: majority service unreachable"),
+        ("short", "returned 5 values for 6"),
+    ],
+)
+async def test_a_failing_group_function_makes_its_group_unverified(tiny, tok, mode, reason):
+    with ScriptedPolicy(tok, majority_policy) as policy:
+        env = make_env(tiny, policy, "vf_majority", {"group_mode": mode}, group_size=6)
+        await env.setup()
+        _, results = await env.rollout_and_score(env.train_items[0], 6)
+        outcome = await env.group_for(env.train_items[1], training=True)
+    assert all(r.score is None and reason in r.reason for r in results)
+    assert outcome.group is None and outcome.drop == "error"
+
+
 async def test_process_and_evaluate_write_their_files(tiny, tok, tmp_path):
     with ScriptedPolicy(tok, sum_policy) as policy:
         env = make_env(tiny, policy, "vf_sum", {"raise_on": "17"}, total_steps=6,
