@@ -241,12 +241,21 @@ class VerifiersTask(MultiTurnTask):
     async def score_episodes(self, episodes: list[Episode], timeout_s: float) -> None:
         """Score the group's pending episodes with the env's own rubric; set each `ep.result` from
         its own state."""
-        pending = [ep for ep in episodes if ep.result is not None and ep.result.reason == PENDING]
-        for ep in pending:
-            state = await self.vf_state(ep.item, ep.state)
-            await self.record_turns(state, ep.messages, ep.truncated)
-            state["is_truncated"] = bool(state.get("is_truncated")) or ep.truncated
-            await self.vf_env.render_completion(state)
+        pending = []
+        for ep in episodes:
+            if ep.result is None or ep.result.reason != PENDING:
+                continue
+            try:
+                state = await self.vf_state(ep.item, ep.state)
+                await self.record_turns(state, ep.messages, ep.truncated)
+                state["is_truncated"] = bool(state.get("is_truncated")) or ep.truncated
+                await self.vf_env.render_completion(state)
+            except Exception as exc:  # noqa: BLE001 - the env's hooks failed: this episode only
+                ep.result = RewardResult.unverified(
+                    Status.ERROR, f"verifiers state: {type(exc).__name__}: {exc}"
+                )
+            else:
+                pending.append(ep)
         if not pending:
             return
         states = [ep.state["vf"] for ep in pending]

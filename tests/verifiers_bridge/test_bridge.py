@@ -142,6 +142,16 @@ async def test_env_response_failure_is_unverified(tiny, tok):
     assert all(r.score is None and "not a number: 'banana'" in r.reason for r in results)
 
 
+@pytest.mark.parametrize("reply", ["", "3"])
+async def test_a_failing_setup_state_is_unverified(tiny, tok, reply):
+    """Whether the episode stepped (a guess) or ended before any step (an empty answer)."""
+    with ScriptedPolicy(tok, lambda text, i: reply) as policy:
+        env = make_env(tiny, policy, "vf_guess", {"setup_fails": True})
+        await env.setup()
+        _, results = await env.rollout_and_score(env.train_items[0], 2)
+    assert all(r.score is None and "ConnectionError: game server down" in r.reason for r in results)
+
+
 async def test_group_reward_function_scores_the_whole_group(tiny, tok):
     with ScriptedPolicy(tok, majority_policy, latency_s=(0.0, 0.05), seed=4) as policy:
         env = make_env(tiny, policy, "vf_majority", group_size=6)
