@@ -146,6 +146,7 @@ class Episode:
     turns: list[TurnRecord] = field(default_factory=list)
     stop_reason: str = ""
     result: RewardResult | None = None
+    state: dict[str, Any] = field(default_factory=dict)  # the task's per-episode state (ctx.state)
 
     @property
     def truncated(self) -> bool:
@@ -230,6 +231,7 @@ class EpisodeRunner:
             self.rubric,
             split,
         )
+        ep.state = ctx.state
         while True:
             ctx.turn += 1
             self.turns_taken += 1

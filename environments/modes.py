@@ -145,7 +145,7 @@ async def run_evaluate(env: RubricEnv) -> dict[str, Any]:
     params = {**env.generation_params("eval"), "n": 1}
     params["max_new_tokens"] = params["max_tokens"]
     await env.evaluate_log(
-        metrics,
+        {k: v for k, v in metrics.items() if v is not None},  # atroposlib's table cannot print None
         task_name=f"{env.name}_eval",
         model_name=env.server.servers[0].config.model_name if env.server.servers else None,
         start_time=start,

@@ -1,0 +1,342 @@
+"""Any classic Verifiers environment in Atropos: `python environments/verifiers_env.py
+serve|process|evaluate --env.vf_env_name <id> --env.env_args '<json>'`.
+
+The environment is loaded with `vf.load_environment(id, **env_args)` (classic API: verifiers
+0.1.9.post2 .. 0.3.x, messages as dicts or pydantic as the version wants; on 0.4 / none one
+`VerifiersBridgeError` says why, from `environments.vf_compat`) and runs
+through the project's own runtime, so it gets the same guarantees as our environments: exact
+sampled tokens, alignment invariants, tri-state rewards, resumable `process`, `evaluate` files.
+
+* **Rows**: the env's formatted train / eval datasets (an eval-only env has an empty train split;
+  the eval split falls back to train as Verifiers does). Each row's `prompt, answer, task, info,
+  example_id` becomes an `Item` (uid = `example_id`).
+* **Rollouts**: every env (SingleTurnEnv is a MultiTurnEnv with `max_turns=1`) runs as episodes of
+  `environments.episodes` (token-in/token-out, context carried as exact ids). After each assistant
+  turn the env's own Verifiers state gets the turn (`add_trajectory_step`), its stop conditions run
+  (`is_completed`, which also runs its `@vf.cleanup` hooks), then `env_response`; a
+  `final_env_response` ends the episode (it goes into the scored completion, never to the policy).
+  An exception from `setup_state`/`env_response` is an environment failure: unverified, never 0.
+* **Sampling**: the env's own `sampling_args` (temperature, top_p, max_tokens /
+  max_completion_tokens) override the config's, in every split.
+* **Rewards**: the env's OWN rubric scores each group (`rubric.score_group`, so RubricGroups, async
+  and group reward functions get their full keyword contract), never `rubric.funcs/weights` read by
+  us. Classic Verifiers turns a raising reward function into 0.0; the bridge wraps each function
+  once (same name, same signature plus `state`/`states`, so Verifiers' own group detection and
+  argument filtering are unchanged) to record failures, non-numeric or NaN results and group
+  functions returning the wrong number of values on the failing rollout's own state: that sample
+  is unverified (score None, counted in `reward_status/error`, kept out of training groups).
+  Rewards are read from each episode's own state object (identity), never paired by position.
+* **Refused loudly**: completion-mode envs and tool envs (`oai_tools`): this bridge does not parse
+  tool calls yet, and a tool env without its tools would silently score ~0.
+* Process hygiene: Verifiers' SIGINT/SIGTERM handlers installed while loading are undone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import inspect
+import json
+import math
+import signal
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from openai import AsyncOpenAI
+from pydantic import Field
+
+from environments.base import RubricEnv, RubricEnvConfig
+from environments.episode_runtime import runner_for, token_budget
+from environments.episodes import EnvStep, Episode, EpisodeContext, MultiTurnTask, to_rollout
+from environments.task import DatasetError, Item, Split
+from environments.vf_compat import VerifiersAPIError, classic_client, require
+from rubrics.core import RewardResult, Rubric, Sample, Status
+
+PENDING = "pending: scored by the Verifiers rubric after the group"
+ERRORS_KEY = "rlvr_reward_errors"
+
+
+class VerifiersBridgeError(ValueError):
+    """The Verifiers environment cannot run through this bridge (the message says why)."""
+
+
+class VerifiersEnvConfig(RubricEnvConfig):
+    vf_env_name: str = Field(default="", description="Verifiers environment id (vf.load_environment)")
+    env_args: str = Field(default="{}", description="JSON object of load_environment keyword arguments")
+    max_turns: int = Field(default=10, description="Turn budget for envs that set none (max_turns <= 0)")
+    max_episode_tokens: int | None = Field(default=None, description="Token budget of one episode")
+
+
+def load_vf_env(name: str, env_args: str | Mapping[str, Any]) -> Any:
+    """`vf.load_environment(name, **env_args)`, checked for what the bridge can run."""
+    try:
+        vf = require("classic")
+    except VerifiersAPIError as exc:
+        raise VerifiersBridgeError(
+            f"the bridge runs classic Verifiers environments (verifiers 0.1.9.post2 .. 0.3.x); v1 Tasksets "
+            f"are not bridged yet: {exc}"
+        ) from exc
+    if not name:
+        raise VerifiersBridgeError("--env.vf_env_name is required (a Verifiers environment id)")
+    args = json.loads(env_args) if isinstance(env_args, str) else dict(env_args)
+    if not isinstance(args, dict):
+        raise VerifiersBridgeError(f"--env.env_args must be a JSON object, got {env_args!r}")
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        env = vf.load_environment(name, **args)
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    if getattr(env, "message_type", "chat") != "chat":
+        raise VerifiersBridgeError(f"{name}: message_type {env.message_type!r} is not supported (chat only)")
+    if getattr(env, "oai_tools", None):
+        tools = [t.get("function", {}).get("name") for t in env.oai_tools]
+        raise VerifiersBridgeError(
+            f"{name} is a tool environment (tools {tools}): the bridge does not parse tool calls yet, "
+            "and the env without its tools would score ~0 silently"
+        )
+    guard_rubric(env.rubric)
+    return env
+
+
+# ------------------------------------------------------------------ reward-function guard
+def guard_rubric(rubric: Any) -> None:
+    """Wrap every reward function of `rubric` (recursing into RubricGroups) once, in place."""
+    for child in getattr(rubric, "rubrics", None) or []:
+        guard_rubric(child)
+    funcs = getattr(rubric, "funcs", None) or []
+    is_group = getattr(rubric, "_is_group_func", None) or _looks_like_group
+    rubric.funcs = [f if getattr(f, "_rlvr_guarded", False) else _guarded(f, is_group(f)) for f in funcs]
+
+
+def _looks_like_group(func: Callable[..., Any]) -> bool:
+    names = {"states", "prompts", "completions", "answers", "tasks", "infos"}
+    return bool(names & set(inspect.signature(func).parameters))
+
+
+def _guarded(func: Callable[..., Any], is_group: bool) -> Callable[..., Any]:
+    """`func` with the same name and signature (plus `state`/`states` if it lacks them), recording
+    a failure on the state(s) it scored before re-raising (Verifiers then logs it and uses 0.0)."""
+    sig = inspect.signature(func)
+    key = "states" if is_group else "state"
+    var_kw = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+    added = not var_kw and key not in sig.parameters
+    if added:
+        extra = inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, default=None)
+        sig = sig.replace(parameters=[*sig.parameters.values(), extra])
+    name = getattr(func, "__name__", type(func).__name__)
+
+    async def guarded(*args: Any, **kwargs: Any) -> Any:
+        target = kwargs.pop(key) if added else kwargs.get(key)
+        try:
+            value = func(*args, **kwargs)
+            if inspect.isawaitable(value):
+                value = await value
+            _check(value, target, is_group)
+        except Exception as exc:
+            for state in target if is_group else [target]:
+                if isinstance(state, dict):
+                    state.setdefault(ERRORS_KEY, []).append(f"{name}: {type(exc).__name__}: {exc}")
+            raise
+        return value
+
+    guarded.__name__ = guarded.__qualname__ = name
+    guarded.__signature__ = sig  # type: ignore[attr-defined]
+    guarded._rlvr_guarded = True  # type: ignore[attr-defined]
+    return guarded
+
+
+def _check(value: Any, target: Any, is_group: bool) -> None:
+    values = list(value) if is_group else [value]
+    if is_group and target is not None and len(values) != len(target):
+        raise ValueError(f"returned {len(values)} values for {len(target)} rollouts")
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int | float) or math.isnan(float(v)):
+            raise TypeError(f"returned {v!r}, not a number")
+
+
+# ------------------------------------------------------------------ task
+class _PendingRubric(Rubric):
+    """What the episode runner calls per episode; the real scoring is the group's (see below)."""
+
+    name = "verifiers"
+
+    async def _score(self, sample: Sample) -> RewardResult:
+        return RewardResult(score=0.0, reason=PENDING)
+
+
+class VerifiersTask(MultiTurnTask):
+    """A loaded Verifiers environment as a `MultiTurnTask` (see module docstring)."""
+
+    config: VerifiersEnvConfig
+
+    def __init__(self, config: VerifiersEnvConfig) -> None:
+        super().__init__(config)
+        self.vf_env = load_vf_env(config.vf_env_name, config.env_args)
+        self.normalize = _message_normalizer()
+        # init_state wants a client (0.2+ validates its type); the bridge never calls it: the model
+        # is sampled by the runtime. A closed loopback port, so a stray call fails at once.
+        self.placeholder_client = classic_client(AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="x"))
+
+    def turn_budget(self) -> int:
+        own = int(getattr(self.vf_env, "max_turns", -1) or -1)
+        return own if own > 0 else self.config.max_turns
+
+    def rows(self, split: Split) -> Iterable[Mapping[str, Any]]:
+        data = self.vf_env.dataset if split == "train" else self.vf_env.eval_dataset or self.vf_env.dataset
+        return [] if data is None else data
+
+    def item(self, row: Mapping[str, Any], index: int) -> Item:
+        prompt = row.get("prompt")
+        if not isinstance(prompt, list) or not all(isinstance(m, dict) and "role" in m for m in prompt):
+            raise DatasetError(f"prompt is not a list of chat messages: {str(prompt)[:80]!r}")
+        example_id = row.get("example_id", index)
+        vf_input = {k: row[k] for k in ("prompt", "answer", "task", "info") if k in row}
+        vf_input["example_id"] = example_id
+        return Item(str(example_id), prompt, row.get("answer", ""), {"vf_input": vf_input})
+
+    def rubric(self) -> Rubric:
+        return _PendingRubric()
+
+    async def vf_state(self, item: Item, holder: dict[str, Any]) -> Any:
+        """The episode's own Verifiers state (built on first use: `init_state` + `setup_state`)."""
+        if "vf" not in holder:
+            vf_input = dict(item.info["vf_input"])
+            state = await self.vf_env.init_state(vf_input, self.placeholder_client, "policy", None)
+            holder["vf"] = state  # set first: a failing setup_state still leaves the state to inspect
+            holder["vf"] = await self.vf_env.setup_state(state) or state  # 0.3 may return None
+        return holder["vf"]
+
+    async def record_turns(self, state: Any, messages: list[dict[str, Any]], truncated: bool = False) -> None:
+        """Give the Verifiers state every assistant turn it has not seen yet (its own
+        `add_trajectory_step` hook)."""
+        from verifiers.types import TrajectoryStep
+
+        turns = [k for k, m in enumerate(messages) if m["role"] == "assistant"]
+        for k in turns[len(state["trajectory"]) :]:
+            step = TrajectoryStep(prompt=self.normalize(messages[:k]), completion=self.normalize([messages[k]]),
+                                  response=None, tokens=None,
+                                  reward=None, advantage=None, is_truncated=truncated,
+                                  trajectory_id=state["trajectory_id"], extras={})  # fmt: skip
+            await self.vf_env.add_trajectory_step(state, step)
+
+    async def env_step(self, ctx: EpisodeContext) -> EnvStep:
+        state = await self.vf_state(ctx.item, ctx.state)
+        messages = [dict(m) for m in ctx.messages]
+        await self.record_turns(state, messages)
+        if await self.vf_env.is_completed(state):
+            return self._done(state)
+        reply = await self.vf_env.env_response(self.normalize(messages), state)
+        if state.get("final_env_response") is not None:
+            await self.vf_env.is_completed(state)  # fires has_final_env_response and the cleanups
+            return self._done(state)
+        return EnvStep(messages=[_as_dict(m) for m in reply or []])
+
+    def _done(self, state: Any) -> EnvStep:
+        if state.get("error") is not None:
+            return EnvStep(failure=f"verifiers state error: {state['error']!r}")
+        return EnvStep(done=True, reason=f"vf:{state.get('stop_condition') or 'done'}")
+
+    async def score_episodes(self, episodes: list[Episode], timeout_s: float) -> None:
+        """Score the group's pending episodes with the env's own rubric; set each `ep.result` from
+        its own state."""
+        pending = []
+        for ep in episodes:
+            if ep.result is None or ep.result.reason != PENDING:
+                continue
+            try:
+                state = await self.vf_state(ep.item, ep.state)
+                await self.record_turns(state, ep.messages, ep.truncated)
+                state["is_truncated"] = bool(state.get("is_truncated")) or ep.truncated
+                await self.vf_env.render_completion(state)
+            except Exception as exc:  # noqa: BLE001 - the env's hooks failed: this episode only
+                ep.result = RewardResult.unverified(
+                    Status.ERROR, f"verifiers state: {type(exc).__name__}: {exc}"
+                )
+            else:
+                pending.append(ep)
+        if not pending:
+            return
+        states = [ep.state["vf"] for ep in pending]
+        rubric = self.vf_env.rubric
+        args = {"score_sem": contextlib.nullcontext()} if "score_sem" in inspect.signature(rubric.score_group).parameters else {}  # fmt: skip
+        try:
+            await asyncio.wait_for(rubric.score_group(states, **args), timeout_s)
+        except asyncio.TimeoutError:
+            for ep in pending:
+                ep.result = RewardResult.unverified(Status.TIMEOUT, f"scoring took longer than {timeout_s}s")
+            return
+        except Exception as exc:  # noqa: BLE001 - the rubric itself failed: the whole group is unverified
+            for ep in pending:
+                ep.result = RewardResult.unverified(
+                    Status.ERROR, f"verifiers rubric: {type(exc).__name__}: {exc}"
+                )
+            return
+        for ep in pending:
+            ep.result = result_of(ep.state["vf"])
+
+
+def _message_normalizer() -> Callable[[list[dict[str, Any]]], Any]:
+    """Messages as this Verifiers wants them: dicts on 0.1.x, pydantic messages on 0.2+."""
+    for module in ("verifiers.utils.message_utils", "verifiers.legacy.utils.message_utils"):
+        with contextlib.suppress(ImportError):
+            normalize = getattr(importlib.import_module(module), "normalize_messages", None)
+            if normalize is not None:
+                return normalize
+    return lambda messages: messages
+
+
+def _as_dict(message: Any) -> dict[str, Any]:
+    if hasattr(message, "model_dump"):
+        return {k: v for k, v in message.model_dump(exclude_none=True).items() if k in ("role", "content")}
+    return dict(message)
+
+
+def result_of(state: Mapping[str, Any]) -> RewardResult:
+    """The RewardResult of one scored Verifiers state (its own reward, metrics and failures)."""
+    errors = state.get(ERRORS_KEY) or []
+    if errors:
+        return RewardResult.unverified(Status.ERROR, "reward function failed: " + "; ".join(errors))
+    if state.get("error") is not None:
+        return RewardResult.unverified(Status.ERROR, f"verifiers state error: {state['error']!r}")
+    reward = state.get("reward")
+    if not isinstance(reward, int | float) or math.isnan(float(reward)):
+        return RewardResult.unverified(Status.ERROR, f"the rubric set no numeric reward ({reward!r})")
+    metrics = {k: float(v) for k, v in (state.get("metrics") or {}).items() if isinstance(v, int | float)}
+    return RewardResult(score=float(reward), components=metrics)
+
+
+# ------------------------------------------------------------------ env
+class VerifiersEnv(RubricEnv):
+    name = "verifiers"
+    env_config_cls = VerifiersEnvConfig
+    task_cls = VerifiersTask
+    task: VerifiersTask
+
+    def generation_params(self, split: str = "train") -> dict[str, Any]:
+        params = super().generation_params(split)
+        own = dict(getattr(self.task.vf_env, "sampling_args", None) or {})
+        for key in ("temperature", "top_p"):
+            if own.get(key) is not None:
+                params[key] = float(own[key])
+        max_tokens = own.get("max_tokens") or own.get("max_completion_tokens")
+        if max_tokens:
+            params["max_tokens"] = int(max_tokens)
+        return params
+
+    async def rollout_and_score(
+        self, item: Item, n: int, split: str = "train"
+    ) -> tuple[list, list[RewardResult]]:
+        runner = runner_for(self)
+        runner.token_budget = token_budget(self)
+        episodes = await runner.run_group(item, n, self.generation_params(split), split)
+        await self.task.score_episodes(episodes, self.config.score_timeout_s)
+        results = [ep.result for ep in episodes]
+        assert all(r is not None and r.reason != PENDING for r in results)
+        self.statuses.update(r.status.value for r in results)  # type: ignore[union-attr]
+        return [to_rollout(ep, runner.chat) for ep in episodes], results  # type: ignore[return-value]
+
+
+if __name__ == "__main__":
+    VerifiersEnv.cli()

@@ -1,0 +1,63 @@
+"""The Verifiers bridge in serve mode on the real tiny model (vLLM) to a trainer's /batch (real
+run-api): a classic env's groups arrive aligned, with the env's own sampling args, and every score
+is the env's reward of that sequence's own decoded tokens."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from transformers import AutoTokenizer
+
+from tests.integration.test_modes_on_vllm import register_trainer
+from tests.verifiers_bridge.policies import assistant_runs
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_serve_delivers_a_classic_env_with_its_own_rewards(vllm_server, run_api, tmp_path):
+    import verifiers as vf
+
+    register_trainer(run_api, batch_size=4, max_token_len=1024)
+    cmd = [sys.executable, str(ROOT / "environments" / "verifiers_env.py"), "serve",
+           "--env.vf_env_name", "tests.verifiers_bridge.fixtures.vf_sum", "--env.env_args", '{"max_tokens": 16}',
+           "--env.tokenizer_name", vllm_server.model, "--openai.model_name", vllm_server.model,
+           "--openai.base_url", vllm_server.base_url, "--env.rollout_server_url", run_api,
+           "--env.group_size", "2", "--env.total_steps", "2", "--env.include_messages", "true",
+           "--env.ensure_scores_are_not_same", "false"]  # fmt: skip
+    log = open(tmp_path / "serve.log", "w")  # noqa: SIM115
+    proc = subprocess.Popen(
+        cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=ROOT
+    )
+    try:
+        batch, deadline = None, time.monotonic() + 300
+        while batch is None and time.monotonic() < deadline and proc.poll() is None:
+            batch = httpx.get(run_api + "/batch", timeout=10).json()["batch"]
+            if batch is None:
+                time.sleep(0.5)  # the trainer's own protocol is to poll /batch
+        assert batch, (tmp_path / "serve.log").read_text()[-3000:]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    tok = AutoTokenizer.from_pretrained(vllm_server.model)
+    fmt = vf.XMLParser(["answer"], answer_field="answer").get_format_reward_func()
+    for g in batch:
+        assert g["generation_params"]["temperature"] == 0.5  # the env's own sampling args
+        for tokens, masks, lps, msgs, score in zip(g["tokens"], g["masks"], g["inference_logprobs"],
+                                                   g["messages"], g["scores"], strict=True):  # fmt: skip
+            assert len(tokens) == len(masks) == len(lps) < 1024
+            (run,) = assistant_runs(tokens, masks)
+            assert len(run) <= 16
+            reply = tok.decode(run, skip_special_tokens=True)
+            assert reply == msgs[-1]["content"]
+            a, b = map(int, re.findall(r"What is (\d+) \+ (\d+)\?", msgs[-2]["content"])[0])
+            answer = str(a + b)
+            correct = 1.0 if reply.strip() == f"<answer>{answer}</answer>" else 0.0
+            assert score == pytest.approx(correct + 0.25 * fmt([{"role": "assistant", "content": reply}]))
