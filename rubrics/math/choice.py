@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-from rubrics.math.extract import _TAG, clean_tail, find_boxes
-from rubrics.text import final_segment
+from rubrics.math.extract import _TAG, clean_tail, committed_boxes
+from rubrics.math.regions import final_segment, mask_non_answers
 
 _LETTER_CORE = r"[\(\[]?\s*(?:\\text\{|\\textbf\{|\\mathrm\{)?\s*\(?([A-J])\)?\s*\}?\s*[\)\]]?"
 _GOLD_LETTER = re.compile(r"^\s*\(?\s*([A-J])\s*\)?(?:[\s.:]|$)")
@@ -72,8 +72,8 @@ def extract_letter(text: str) -> str | None:
     seg = final_segment(text)
     if seg is None:
         return None
-    seg = clean_tail(seg)
-    boxes, bad = find_boxes(seg)
+    seg = mask_non_answers(clean_tail(seg))
+    boxes, bad = committed_boxes(seg)
     if bad:
         return None
     if boxes:

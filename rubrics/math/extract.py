@@ -20,7 +20,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from rubrics.text import final_segment
+from rubrics.math.regions import (
+    NEGATION,
+    candidate_status,
+    drop_negated_tails,
+    final_segment,
+    mask_non_answers,
+)
 
 _BOX = re.compile(r"\\(?:boxed|fbox)\b\s*")
 _TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
@@ -84,8 +90,9 @@ def match_brace(text: str, start: int) -> int:
     return -1
 
 
-def find_boxes(text: str) -> tuple[list[str], bool]:
-    """Contents of every `\\boxed`/`\\fbox` in order, and whether one was empty or unclosed."""
+def box_spans(text: str) -> tuple[list[tuple[int, int, str]], bool]:
+    """`(start, end, content)` of every `\\boxed`/`\\fbox` in order, and whether one was empty or
+    unclosed. An empty box that an instruction names (`put it in \\boxed{}`) is skipped, not bad."""
     boxes, bad, pos = [], False, 0
     while True:
         m = _BOX.search(text, pos)
@@ -107,9 +114,31 @@ def find_boxes(text: str) -> tuple[list[str], bool]:
             content = tok.group(0).rstrip(".,;")
             pos = i + tok.end()
         if content:
-            boxes.append(content)
-        else:
+            boxes.append((m.start(), pos, content))
+        elif not _INSTRUCTION_BEFORE.search(text[max(0, m.start() - 40) : m.start()]):
             bad = True
+
+
+_INSTRUCTION_BEFORE = re.compile(
+    r"(?:in|within|inside|into|with|using|use)\s+(?:an?\s+|the\s+)?\$?\s*$", re.I
+)
+
+
+def find_boxes(text: str) -> tuple[list[str], bool]:
+    """Contents of every `\\boxed`/`\\fbox` in order, and whether one was empty or unclosed."""
+    spans, bad = box_spans(text)
+    return [c for _, _, c in spans], bad
+
+
+def committed_boxes(text: str) -> tuple[list[str], bool]:
+    """The boxes the text commits to: negated/retracted ones dropped (`not \\boxed{8}`), superseded
+    ones (`at first I got \\boxed{8}`) dropped when a later box stands. Second value: bad (as above)."""
+    spans, bad = box_spans(text)
+    status = [candidate_status(text, a, b) for a, b, _ in spans]
+    keep = [c for (_, _, c), st in zip(spans, status, strict=True) if st == "ok"]
+    if not keep:
+        keep = [c for (_, _, c), st in zip(spans, status, strict=True) if st == "superseded"]
+    return keep, bad
 
 
 _OPENER = re.compile(r"(?<!\\)\$\$|(?<!\\)\$|\\\(|\\\[|\*\*")
@@ -204,8 +233,12 @@ def _after_copula(piece: str) -> str:
 
 
 def _statement_answers(piece: str, *, unique: bool) -> tuple[str, ...] | None:
-    """Answer(s) inside one statement: its math spans, else its one numeric candidate."""
-    piece = _after_copula(piece.strip())
+    """Answer(s) inside one statement: its math spans, else its one numeric candidate. A negated
+    statement (`cannot be 8`, `不是 8`, `no es 8`) has none; `7, not 8` commits to 7."""
+    piece = drop_negated_tails(piece.strip())
+    if NEGATION.search(_outside_spans(piece)):
+        return None
+    piece = _after_copula(piece)
     if not piece:
         return None
     if _HEDGE.search(_outside_spans(piece)):
@@ -412,20 +445,25 @@ def extract(text: str, *, fallback: bool = True, max_chars: int = 400_000) -> Ex
     seg = final_segment(text)
     if seg is None:
         return Extraction(None, "unclosed <think> block")
-    seg = clean_tail(seg)
-    boxes, bad = find_boxes(seg)
+    seg = mask_non_answers(clean_tail(seg))
+    tagged = [t.strip() for t in _TAG.findall(seg)]
+    outside = _TAG.sub(lambda m: " " * len(m.group(0)), seg) if tagged else seg
+    boxes, bad = committed_boxes(outside)
     if bad:
         return Extraction(None, "empty or unclosed \\boxed")
+    if tagged:
+        if not all(tagged):
+            return Extraction(None, "empty <answer> tag")
+        answers = [a for t in tagged for a in _tag_answers(t)]
+        # a box outside the tags is a second commitment: it must agree (the verifier checks all)
+        return Extraction(tuple(dict.fromkeys(answers + boxes)), "answer tag")
     if boxes:
         late = _late_anchor(seg)
         if late:
             return Extraction(late, "anchor after the boxes")
         return Extraction(tuple(dict.fromkeys(boxes)), "boxed")
-    tags = [t.strip() for t in _TAG.findall(seg)]
-    if tags:
-        if not all(tags):
-            return Extraction(None, "empty <answer> tag")
-        return Extraction(tuple(dict.fromkeys(tags)), "answer tag")
+    if _BOX.search(seg) and find_boxes(seg)[0]:
+        return Extraction(None, "every boxed candidate negated or retracted")
     anchored = _anchor_answer(seg)
     if anchored is None and _ANCHOR.search(seg):
         return Extraction(None, "an answer anchor without a usable answer")
@@ -440,6 +478,15 @@ def extract(text: str, *, fallback: bool = True, max_chars: int = 400_000) -> Ex
         return Extraction(None, "no box, tag or anchor")
     found = _fallback_answer(seg)
     return Extraction(found, "final statement") if found else Extraction(None, "no unambiguous answer")
+
+
+def _tag_answers(tag: str) -> tuple[str, ...]:
+    """The answer inside one `<answer>` tag: its boxes, a bare answer, an anchored one, or the tag."""
+    boxes = find_boxes(tag)[0]
+    if boxes:
+        return tuple(boxes)
+    bare = _bare_answer(tag)
+    return (bare,) if bare else _anchor_answer(tag) or (tag,)
 
 
 def gold_answers(gold: str) -> tuple[str, ...]:

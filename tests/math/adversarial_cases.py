@@ -238,6 +238,56 @@ EQUIVALENT = [
     (r"\boxed{6.02 \times 10^{23}}", "602000000000000000000000", True),
 ]
 
+# ---- real-output shapes (issue 15): every case below was written fresh for its class
+NEGATED = [
+    (r"Checking again, the total can't be 36.", "36", False),
+    (r"Hence the number of pairs is definitely not $\boxed{36}$.", "36", False),
+    ("所以结果不是 36。", "36", False),
+    ("Por lo tanto, el resultado no es 36.", "36", False),
+    ("Donc la valeur n'est pas 36.", "36", False),
+    ("Also ist das Ergebnis nicht 36.", "36", False),
+    ("Значит, ответ не 36.", "36", False),
+    (r"The area is 25, not 36.", "36", False),
+    (r"The area is $\boxed{25}$, not $\boxed{36}$.", "36", False),
+    (r"We can rule out $\boxed{36}$ immediately.", "36", False),
+    (r"At first I got \boxed{36}, but that is wrong. The correct count is \boxed{25}.", "36", False),
+    (r"\boxed{36} is incorrect because we double counted.", "36", False),
+    (r"The answer isn't \boxed{36}.", "36", False),
+    ("La réponse ne sont pas 36.", "36", False),
+]
+REASONING_TAGS = [
+    (r"<thinking>so it is \boxed{64}</thinking> Final: \boxed{81}", "64", False),
+    (r"<thinking>the count is \boxed{64}", "64", False),
+    (r"<reasoning>\boxed{64}</reasoning>", "64", False),
+    (r"<reasoning>we get \boxed{64} and stop", "64", False),
+    (r"<reasoning>the value is \boxed{64}</reasoning><answer>81</answer>", "64", False),
+    (r"<reflection>\boxed{64}</reflection>", "64", False),
+    (
+        r"<|begin_of_thought|> maybe \boxed{64} <|end_of_thought|> <|begin_of_solution|> \boxed{81}",
+        "64",
+        False,
+    ),
+    (r"<|begin_of_thought|> I think \boxed{64}", "64", False),
+    (r"<answer>81</answer> although \boxed{64} also appeared", "64", False),
+    (r"<answer>81</answer> and finally \boxed{64}", "81", False),
+    (r"<THINKING>\boxed{64}</THINKING>", "64", False),
+]
+NOT_THE_ANSWER = [
+    (
+        'The task says: "Write the result as \\boxed{64} if the grid is full." It is not full; we get 81.',
+        "64",
+        False,
+    ),
+    ("> Compute the sum and put it in \\boxed{64}\n\nThe sum works out to 81.", "64", False),
+    ("> \\boxed{64}", "64", False),
+    ("```\nprint(r'\\boxed{64}')\n```\nThe printed value is wrong; the sum is 81.", "64", False),
+    ("```latex\n\\boxed{64}\n```", "64", False),
+    ("Use `\\boxed{64}` to format.", "64", False),
+    ("Question: If the answer is \\boxed{64}, what is n?\n\nWe find n = 8.", "64", False),
+    ("“\\boxed{64}” is how the answer should look. The sum is 81.", "64", False),
+    ("「\\boxed{64}」のように書きます。答えは 81。", "64", False),
+]
+
 ALL = {
     "hedges": HEDGES,
     "boxes": BOXES,
@@ -253,4 +303,7 @@ ALL = {
     "mcq": MCQ,
     "structure": STRUCTURE,
     "equivalent": EQUIVALENT,
+    "negated": NEGATED,
+    "reasoning_tags": REASONING_TAGS,
+    "not_the_answer": NOT_THE_ANSWER,
 }

@@ -1,0 +1,130 @@
+r"""Which regions of a completion may hold the answer at all (before any box or anchor is read).
+
+* Reasoning blocks: `<think>`, `<thinking>`, `<thought(s)>`, `<reasoning>`, `<reason>`, `<reflection>`,
+  `<scratchpad>`, `<analysis>`, `<inner_monologue>` and `<|begin_of_thought|>…<|end_of_thought|>`.
+  Only the text after the last closed block counts; a block opened after the last closer and never
+  closed means no answer (an unfinished trace commits to nothing). `rubrics.text.final_segment`
+  knows only `<think>`; this is its superset for math.
+* Regions that are not the model's own answer are blanked (same length, so offsets stay valid):
+  fenced and inline code, block quotes (`> …` lines), quoted text (`"…"`, `“…”`, `«…»`, `„…“`,
+  `「…」`, `『…』`) and restated problem/instruction paragraphs (`Problem: …`, `Question: …`,
+  `Instructions: …` up to a blank line).
+"""
+
+from __future__ import annotations
+
+import re
+
+_NAMES = r"think|thinking|thoughts?|reasoning|reason|reflection|scratchpad|analysis|inner_monologue"
+_OPEN = re.compile(rf"<(?:{_NAMES})>|<\|begin_of_thought\|>", re.IGNORECASE)
+_CLOSE = re.compile(rf"</(?:{_NAMES})>|<\|end_of_thought\|>", re.IGNORECASE)
+_SOLUTION_TAGS = re.compile(r"<\|(?:begin|end)_of_solution\|>", re.IGNORECASE)
+
+_FENCE = re.compile(r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)", re.DOTALL)
+_INLINE_CODE = re.compile(r"`[^`\n]*`")
+_BLOCK_QUOTE = re.compile(r"^[ \t]*>.*$", re.MULTILINE)
+_QUOTES = re.compile(
+    r'"[^"\n]{0,600}"|“[^”]{0,600}”|«[^»]{0,600}»|„[^“”]{0,600}[“”]|「[^」]{0,600}」|『[^』]{0,600}』'
+)
+_RESTATED = re.compile(
+    r"^[ \t*#]*(?:problem|question|task|instructions?|prompt|exercise|énoncé|enunciado|aufgabe|题目|问题)"
+    r"\s*(?:statement)?\s*\**\s*[:：].*?(?=\n[ \t]*\n|\Z)",
+    re.IGNORECASE | re.MULTILINE | re.DOTALL,
+)
+
+
+def final_segment(text: str) -> str | None:
+    """The text after the last closed reasoning block, or None when one is left open."""
+    closes = list(_CLOSE.finditer(text))
+    tail = text[closes[-1].end() :] if closes else text
+    if _OPEN.search(tail):
+        return None
+    return _SOLUTION_TAGS.sub(" ", tail)
+
+
+def _blank(match: re.Match[str]) -> str:
+    return re.sub(r"[^\n]", " ", match.group(0))
+
+
+def mask_non_answers(text: str) -> str:
+    """`text` with code, block quotes, quotations and restated problems blanked (module docstring).
+
+    A quotation is blanked only when it holds a `\\boxed`/`\\fbox` (a quoted word is harmless)."""
+    text = _FENCE.sub(_blank, text)
+    text = _INLINE_CODE.sub(lambda m: _blank(m) if "box" in m.group(0) else m.group(0), text)
+    text = _BLOCK_QUOTE.sub(_blank, text)
+    text = _QUOTES.sub(
+        lambda m: _blank(m) if re.search(r"\\(?:boxed|fbox)", m.group(0)) else m.group(0), text
+    )
+    return _RESTATED.sub(_blank, text)
+
+
+# ----------------------------------------------------------------------------- negated candidates
+
+_NEG_WORDS = (
+    r"not|cannot|can't|can\s*not|isn't|aren't|wasn't|never|neither|nor|rule[sd]?\s+out|ruling\s+out|"
+    r"instead\s+of|rather\s+than|exclude[sd]?|no\s+es|no\s+son|no\s+será|n'est\s+pas|ne\s+sont\s+pas|"
+    r"nicht|kein|keine|não\s+é|non\s+è|не|нет|ليس|ليست|नहीं"
+)
+NEGATION = re.compile(rf"(?<![\w'])(?:{_NEG_WORDS})(?!\w)|不是|并非|而非|不等于|不可能|不会", re.IGNORECASE)
+# a candidate is negated when a negation ends its clause's prefix ("… is not \boxed{8}", "不是 8")
+_NEG_BEFORE = re.compile(
+    rf"(?:(?<![\w'])(?:{_NEG_WORDS})(?!\w)|不是|并非|而非|不等于)"
+    r"(?:\s|\$|\\\(|\\\[|\*|:|：|,|equal(?:s|\s+to)?|be|equals|es|est|ist|égal\s+à|igual\s+a|равно|等于|为|是)*$",
+    re.IGNORECASE,
+)
+# a candidate retracted right after it ("\boxed{8} is wrong", "\boxed{8}, but that is incorrect")
+_RETRACTED_AFTER = re.compile(
+    r"^[\s$)\]*]*(?:[,;:(]\s*)?(?:(?:but|however|which|though|wait|no)[,\s]+)?(?:that|this|it)?\s*"
+    r"(?:is|was|'s|seems|looks)?\s*(?:wrong|incorrect|a\s+mistake|an\s+error|not\s+(?:correct|right|valid|"
+    r"the\s+answer)|invalid|impossible|erroneous|false|faux|incorrecto|falsch|неверно|错误|错|不对)",
+    re.IGNORECASE,
+)
+# an earlier candidate superseded by a later one ("at first I got \boxed{8}")
+_SUPERSEDED_BEFORE = re.compile(
+    r"(?<![A-Za-z])(?:initially|at\s+first|first\s+(?:I|we)\s+(?:got|thought|wrote)|previously|earlier|"
+    r"mistakenly|wrongly|originally|before\s+correcting)(?![A-Za-z])[^.;\n]*$",
+    re.IGNORECASE,
+)
+_CLAUSE_BREAK = re.compile(
+    r"[.;!?。；\n]|\\boxed|\\fbox|(?<![A-Za-z])(?:so|thus|hence|therefore)(?![A-Za-z])"
+)
+
+
+def _clause_before(text: str, start: int) -> str:
+    head = text[max(0, start - 120) : start]
+    cut = None
+    for m in _CLAUSE_BREAK.finditer(head):
+        cut = m.end()
+    return head[cut:] if cut is not None else head
+
+
+def _clause_after(text: str, end: int) -> str:
+    tail = text[end : end + 120]
+    m = re.search(r"[.;!?。；\n](?:\s|$)|\\boxed|\\fbox", tail)
+    return tail[: m.start()] if m else tail
+
+
+def candidate_status(text: str, start: int, end: int) -> str:
+    """ "negated", "superseded" or "ok" for the candidate answer at `text[start:end]`."""
+    before = _clause_before(text, start)
+    if _NEG_BEFORE.search(before) or _RETRACTED_AFTER.match(_clause_after(text, end)):
+        return "negated"
+    if _SUPERSEDED_BEFORE.search(before):
+        return "superseded"
+    return "ok"
+
+
+_NEGATED_TAIL = re.compile(
+    rf"\s*[,;，、]?\s*(?:and\s+|but\s+|y\s+|et\s+|und\s+)?(?:(?<![\w'])(?:{_NEG_WORDS}|no|nein|non)(?!\w)|而不是|不是|并非|而非)\s*"
+    r"(?:\$[^$]*\$|\\\(.*?\\\)|\*\*[^*]*\*\*|[-+]?[\w.,/\\{}^]+(?:\s*%)?)\s*(?=[,.;!)。]|$)",
+    re.IGNORECASE,
+)
+
+
+def drop_negated_tails(piece: str) -> str:
+    """`7, not 12` → `7`: a negated alternative after a committed candidate is not a hedge."""
+    if not re.search(r"[\d$\\]", piece):
+        return piece
+    out = _NEGATED_TAIL.sub("", piece)
+    return out if re.search(r"\S", out) else piece
