@@ -20,6 +20,7 @@ from rubrics.math.numeric import cheap_numbers
 from rubrics.math.policy import DEFAULT_POLICY, MathPolicy, rules_of
 from rubrics.math.pool import CasPool, default_pool
 from rubrics.math.structure import UNDEFINED, Leaf, NeedCAS, Node, TooComplex, _group, compare, parse_answer
+from rubrics.math.units import reconcile, split_quantity
 
 REASONS = (
     "match_string",
@@ -85,8 +86,14 @@ def verify(
         return _done(Verdict(False, "no_answer", detail=ext.how))
     shown = " | ".join(ext.answers)[:500]
     how = ext.how
-    p_norm = [normalize(a, policy) for a in ext.answers]
-    g_norm = [normalize(g, policy) for g in golds]
+    p_raw, g_raw = [split_quantity(a)[0] for a in ext.answers], [split_quantity(g)[0] for g in golds]
+    if len(ext.answers) == 1 and len(golds) == 1:
+        converted = reconcile(ext.answers[0], golds[0])
+        if converted is None:
+            return _done(Verdict(False, "mismatch", shown, "different units", how))
+        p_raw, g_raw = [converted[0]], [converted[1]]
+    p_norm = [normalize(a, policy) for a in p_raw]
+    g_norm = [normalize(g, policy) for g in g_raw]
     if sorted(set(p_norm)) == sorted(set(g_norm)) and all(p_norm) and not any(map(UNDEFINED.search, g_norm)):
         return _done(Verdict(True, "match_string", shown, how=how))
     if any(len(a) > policy.max_answer_chars for a in p_norm + g_norm):

@@ -288,6 +288,31 @@ NOT_THE_ANSWER = [
     ("「\\boxed{64}」のように書きます。答えは 81。", "64", False),
 ]
 
+UNITS = [
+    (r"\boxed{3\text{ cm}}", r"3\text{ m}", False),
+    (r"\boxed{3\,\mathrm{km}}", "3 m", False),
+    (r"\boxed{5\text{ minutes}}", r"5\text{ hours}", False),
+    (r"\boxed{5 \text{ days}}", "5 weeks", False),
+    (r"\boxed{8\text{ g}}", r"8\text{ kg}", False),
+    (r"\boxed{8\text{ mg}}", r"8 \text{ g}", False),
+    (r"\boxed{12\text{ m}^2}", r"12\text{ m}", False),
+    (r"\boxed{12 \text{ cm}^3}", r"12\text{ cm}^2", False),
+    (r"\boxed{12\text{ square feet}}", r"12\text{ feet}", False),
+    (r"\boxed{4 \text{ ml}}", r"4 \text{ L}", False),
+    (r"\boxed{60\text{ km/h}}", r"60\text{ m/s}", False),
+    (r"\boxed{3\text{ kg}}", r"3\text{ hours}", False),
+    (r"\boxed{25 \text{ cents}}", r"\$25", False),
+    (r"\boxed{4\text{ million}}", "4", False),
+    (r"\boxed{4 \text{ thousand}}", "4", False),
+    (r"\boxed{7\text{ hundred}}", "7", False),
+    (r"\boxed{2 billion}", "2", False),
+    (r"\boxed{3万}", "3", False),
+    (r"\boxed{0.25\%}", r"\frac{1}{4}", False),
+    (r"\boxed{0.25\%}", "1/4", False),
+    (r"\boxed{75\%}", r"\frac{3}{4}", False),
+    (r"\boxed{1.5\text{ km}}", r"150\text{ m}", False),
+]
+
 ALL = {
     "hedges": HEDGES,
     "boxes": BOXES,
@@ -306,4 +331,5 @@ ALL = {
     "negated": NEGATED,
     "reasoning_tags": REASONING_TAGS,
     "not_the_answer": NOT_THE_ANSWER,
+    "units": UNITS,
 }

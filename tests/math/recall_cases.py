@@ -36,8 +36,28 @@ QUOTED = [
     (r"Put the final answer within \boxed{}. The result: \boxed{81}", "81", True),
 ]
 
+UNITS = [
+    (r"\boxed{3\text{ km}}", r"3000\text{ m}", True),
+    (r"\boxed{1.5\text{ km}}", r"1500\text{ m}", True),
+    (r"\boxed{90 \text{ minutes}}", r"1.5\text{ hours}", True),
+    (r"\boxed{2500\text{ g}}", r"2.5 \text{ kg}", True),
+    (r"\boxed{3 \text{ L}}", r"3000\text{ mL}", True),
+    (r"\boxed{2\text{ m}^2}", r"20000\text{ cm}^2", True),
+    (r"\boxed{36\text{ km/h}}", r"10\text{ m/s}", True),
+    (r"\boxed{4\text{ million}}", "4000000", True),
+    (r"\boxed{2.5 \text{ billion}}", "2500000000", True),
+    (r"\boxed{7\text{ hundred}}", "700", True),
+    (r"\boxed{12\text{ cm}}", "12", True),
+    ("12", r"12\text{ cm}", True),
+    (r"\boxed{\$4.50}", r"4.50\text{ dollars}", True),
+    (r"\boxed{0.25\%}", "0.25", True),
+    (r"\boxed{25\%}", "25", True),
+    (r"\boxed{8\,\mathrm{kg}}", "8 kg", True),
+]
+
 ALL = {
     "committed": COMMITTED,
     "reasoning_tags": REASONING_TAGS,
     "quoted": QUOTED,
+    "units": UNITS,
 }
