@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from rubrics.math.numerals import numerals
 from rubrics.math.policy import MathPolicy
 
 _SPACES = dict.fromkeys(
@@ -81,7 +82,7 @@ def _scripts(s: str) -> str:
 
 def normalize(ans: str, policy: MathPolicy) -> str:
     """Canonical text of one answer; equal strings mean equal answers (`match_string`)."""
-    s = unicodedata.normalize("NFKC", _scripts(ans.translate(_SPACES))).replace("\u2044", "/")
+    s = unicodedata.normalize("NFKC", numerals(_scripts(ans.translate(_SPACES)))).replace("\u2044", "/")
     runs = re.findall(r"(\\+)(?=[A-Za-z])", s)
     if runs and all(len(r) % 2 == 0 for r in runs):  # wholly double-escaped (\\frac -> \frac)
         s = re.sub(r"\\\\(?=[A-Za-z])", r"\\", s)

@@ -122,6 +122,8 @@ def _clean(ans: str) -> str:
 def split_quantity(ans: str) -> tuple[str, Unit | None]:
     """`(value text, unit)` for an answer ending in a unit; the answer itself and None otherwise.
     A magnitude word is folded into the value text (`6 billion` → `6\\cdot 10^{9}`)."""
+    if len(ans) > 300:  # units close short answers; a long expression is never scanned
+        return ans, None
     s = _clean(ans)
     m = _QUANTITY.match(s)
     unit = None

@@ -115,7 +115,7 @@ UNICODE = [
     ("\\boxed{4\u200b2}", "42", True),
     ("\\boxed{90\u00b0}", "90", True),
     ("\\boxed{\u22125}", "5", False),
-    ("\\boxed{\u0664\u0662}", "42", False),
+    ("\\boxed{\u0664\u0662}", "42", True),  # Arabic-Indic digits are digits (issue 15)
     ("\\boxed{4\u20222}", "42", False),
     ("\\boxed{\u2153}", "3", False),
     ("\\boxed{\u2153}", "1/3", True),
@@ -313,6 +313,22 @@ UNITS = [
     (r"\boxed{1.5\text{ km}}", r"150\text{ m}", False),
 ]
 
+NUMERALS = [
+    (r"\boxed{0.\overline{4}}", "0.5", False),
+    (r"\boxed{0.\overline{4}}", r"\frac{4}{10}", False),
+    (r"\boxed{0.3\overline{8}}", r"\frac{38}{99}", False),
+    (r"\boxed{0.38\ldots}", r"\frac{7}{18}", False),
+    (r"\boxed{16\frac{2}{3}}", r"\frac{32}{3}", False),
+    (r"\boxed{16\frac{2}{3}\%}", r"\frac{1}{6}", False),
+    ("\\boxed{2\u00bd}", "21/2", False),
+    (r"\boxed{3.456}", "3456", False),
+    (r"\boxed{4{,}25}", "425", False),
+    (r"\boxed{1{,}250}", "1.25", False),
+    ("\\boxed{\u0667\u0668}", "87", False),
+    ("\\boxed{\u0663\u066b\u0665}", "35", False),
+    (r"\boxed{0.4(6)}", r"\frac{46}{100}", False),
+]
+
 ALL = {
     "hedges": HEDGES,
     "boxes": BOXES,
@@ -332,4 +348,5 @@ ALL = {
     "reasoning_tags": REASONING_TAGS,
     "not_the_answer": NOT_THE_ANSWER,
     "units": UNITS,
+    "numerals": NUMERALS,
 }

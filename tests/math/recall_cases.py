@@ -55,9 +55,51 @@ UNITS = [
     (r"\boxed{8\,\mathrm{kg}}", "8 kg", True),
 ]
 
+REPEATING = [
+    (r"\boxed{0.\overline{4}}", r"\frac{4}{9}", True),
+    (r"\boxed{0.3\overline{8}}", r"\frac{7}{18}", True),
+    (r"\boxed{3.\overline{9}}", "4", True),
+    (r"\boxed{0.\overline{27}}", r"\frac{3}{11}", True),
+    (r"\boxed{1.\overline{285714}}", r"\frac{9}{7}", True),
+    (r"\boxed{0.\bar{5}}", r"\frac59", True),
+    (r"\boxed{0.\dot{7}}", r"\frac79", True),
+    (r"\boxed{0.\dot{0}\dot{9}}", r"\frac{1}{11}", True),
+    (r"\boxed{0.4(6)}", r"\frac{7}{15}", True),
+    (r"\boxed{0.8333\ldots}", r"\frac56", True),
+    (r"\boxed{0.090909...}", r"\frac{1}{11}", True),
+    (r"\boxed{16\frac{2}{3}\%}", r"\frac{50}{3}\%", True),
+    (r"\boxed{16\frac23\%}", r"16.\overline{6}\%", True),
+    (r"\boxed{4\frac{3}{8}}", "4.375", True),
+    ("\\boxed{3\u00bd}", "3.5", True),
+    (r"\boxed{-1\frac{1}{4}}", "-1.25", True),
+]
+LOCALE = [
+    (r"\boxed{4{,}25}", "4.25", True),
+    (r"\boxed{0{,}5}", r"\frac12", True),
+    ("La respuesta es $6{,}75$.", "6.75", True),
+    (r"\boxed{3.456.789}", "3456789", True),
+    (r"\boxed{12.500.000}", "12500000", True),
+    (r"\boxed{2.345,5}", "2345.5", True),
+    (r"\boxed{1'250'000}", "1250000", True),
+    ("\\boxed{45\u202f600}", "45600", True),
+    ("\\boxed{45\u2009600}", "45600", True),
+    ("\\boxed{45\u00a0600}", "45600", True),
+    ("\\boxed{\u0667\u0668}", "78", True),
+    ("\\boxed{\u06f7\u06f8}", "78", True),
+    ("\\boxed{\u096d\u096e}", "78", True),
+    ("\\boxed{\u09ed\u09ee}", "78", True),
+    ("\\boxed{\u0e57\u0e58}", "78", True),
+    ("\\boxed{\u0663\u066b\u0665}", "3.5", True),
+    ("答案是：７８。", "78", True),
+    ("\\boxed{\uff08\uff13\uff0c\uff14\uff09}", "(3,4)", True),
+    ("\\boxed{\uff0d\uff15}", "-5", True),
+]
+
 ALL = {
     "committed": COMMITTED,
     "reasoning_tags": REASONING_TAGS,
     "quoted": QUOTED,
     "units": UNITS,
+    "repeating": REPEATING,
+    "locale": LOCALE,
 }
