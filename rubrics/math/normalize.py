@@ -38,6 +38,7 @@ _SPACES.update(
         ord("\u00b1"): r"\pm ",
         ord("\u222a"): r"\cup ",
         ord("\u2208"): r"\in ",
+        ord("\u211d"): r"\mathbb{R}",
     }
 )
 
@@ -58,6 +59,12 @@ _TRAILING_WORDS = re.compile(
     + _UNIT_WORDS
     + r"))*(?:\s*\^?\{?[23]\}?)?"
     r"|(?<=\d)(?:cm|mm|km|kg|ml|ft|m(?=\^?\{?[23]))(?:\^?\{?[23]\}?)?)\s*$"
+)
+
+
+_REAL_LINE = re.compile(
+    r"\\mathbb\s*\{?\s*R\s*\}?(?![\^_A-Za-z])|\\R(?![A-Za-z\^_])|ℝ(?![\^_])"
+    r"|(?i:(?:the\s+set\s+of\s+)?all\s+real(?:\s+numbers|s)|real\s+numbers)"
 )
 
 
@@ -117,6 +124,8 @@ def normalize(ans: str, policy: MathPolicy) -> str:
         s,
     )
     s = _unwrap_text(s)
+    s = _REAL_LINE.sub(lambda _: "(-\\infty,\\infty)", s)
+    s = re.sub(r"\+\s*\\infty", r"\\infty", s)
     for _ in range(3):
         s = re.sub(r"\\(?:boxed|fbox)\s*\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}", r"\1", s)
     s = re.sub(r"([\^_])\{\s*([A-Za-z0-9])\s*\}", r"\1\2", s)

@@ -44,7 +44,7 @@ class MathPolicy:
     decimal_comma: bool = False
     unreduced_fractions: bool = True
     degrees: Literal["strip", "radians"] = "strip"
-    relation_direction: Literal["gold_to_pred", "both"] = "gold_to_pred"
+    relation_direction: Literal["gold_to_pred", "both"] = "both"
     list_order: Literal["set", "ordered"] = "set"
     prose_fallback: bool = True
     cas_timeout_s: float = 1.0

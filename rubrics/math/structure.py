@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from rubrics.math.intervals import as_pieces, relational, set_typed
 from rubrics.math.normalize import text_key
 
 
@@ -65,6 +66,18 @@ class Assign:
     value: object
     lhs: str = ""
     rhs: str = ""
+
+
+@dataclass(frozen=True)
+class Joined:
+    op: str  # "or" (union) / "and" (intersection) of one-variable inequalities
+    rels: tuple  # of Rel
+
+
+@dataclass(frozen=True)
+class Minus:
+    base: object  # a set-typed node
+    points: tuple  # of str: the removed points (`\mathbb{R}\setminus\{2\}`)
 
 
 @dataclass(frozen=True)
@@ -205,8 +218,28 @@ def is_name(lhs: str) -> bool:
     return bool(re.fullmatch(r"[A-Za-z\s(),|:/\\{}\[\]]*", bare))
 
 
+_JOIN = re.compile(r"(?<![A-Za-z\\])(or|and|et|und|ou|oder|o|y)(?![A-Za-z])|(或|和|且)")
+
+
+def _joined(s: str) -> Node | None:
+    """`x<0 or x>5`, `x>-1 and x<4`: one-variable inequalities joined by one connective."""
+    seps = [m for m in _JOIN.finditer(s) if _depths(s)[m.start()] == 0]
+    if not seps:
+        return None
+    ops = {"or" if (m.group(1) or m.group(2)) in ("or", "ou", "oder", "o", "或") else "and" for m in seps}
+    if len(ops) != 1:
+        return None
+    rels = [parse_item(p) for p in split_top(s, _JOIN)]
+    ok = all(isinstance(r, Rel) and all(o in ("<", "<=", ">", ">=", "!=") for o in r.ops) for r in rels)
+    return Joined(ops.pop(), tuple(rels)) if ok and len(rels) > 1 else None
+
+
 def parse_answer(s: str) -> Node:
     """Structure of one normalised answer string (several answers are joined by the caller)."""
+    if _REL.search(s):
+        joined = _joined(s)
+        if joined is not None:
+            return joined
     parts = [p for p in split_top(s, _SEP1) if p.strip()]
     items: list = []
     for part in parts:
@@ -255,6 +288,9 @@ def parse_item(t: str) -> Node:
         rel = [m for m in rel if depth[m.start()] == 0]
     if rel:
         return _relation(t, rel)
+    minus = _minus(t)
+    if minus is not None:
+        return minus
     if "\\cup" in t:
         pieces = split_top(t, re.compile(r"\\cup(?![A-Za-z])"))
         if len(pieces) > 1:
@@ -283,6 +319,19 @@ def parse_item(t: str) -> Node:
     if _is_text(t):
         return Text(text_key(t))
     return Leaf(t)
+
+
+_SETMINUS = re.compile(r"\\setminus|\\backslash|-(?=\s*\\\{)")
+
+
+def _minus(t: str) -> Node | None:
+    if not _SETMINUS.search(t):
+        return None
+    parts = split_top(t, _SETMINUS)
+    if len(parts) != 2 or not _wrapped(parts[1].strip(), "\\{", "\\}"):
+        return None
+    points = tuple(x.strip() for x in split_top(parts[1].strip()[2:-2], re.compile(r"[,;]")) if x.strip())
+    return Minus(parse_item(parts[0]), points)
 
 
 def _strip_brackets(t: str) -> str:
@@ -363,6 +412,12 @@ def rel_to_interval(r: Rel) -> Node | None:
 
 def compare(pred: Node, gold: Node, leaf: LeafCmp, rules: Rules = DEFAULT_RULES) -> bool:
     """True when `pred` answers `gold` (see module docstring). `leaf` may raise NeedCAS."""
+    if set_typed(pred) or set_typed(gold):
+        ps, gs = as_pieces(pred), as_pieces(gold)
+        if ps is not None and gs is not None:
+            if relational(pred) and not relational(gold) and rules.direction == "gold_to_pred":
+                return False
+            return ps[1] == gs[1] and (ps[0] is None or gs[0] is None or ps[0] == gs[0])
     if isinstance(gold, Assign) and isinstance(pred, Rel):
         return _compare_rel(pred, Rel((gold.lhs, gold.rhs), ("=",)), leaf)
     if isinstance(gold, Assign) and not isinstance(pred, Assign):

@@ -329,6 +329,21 @@ NUMERALS = [
     (r"\boxed{0.4(6)}", r"\frac{46}{100}", False),
 ]
 
+INTERVAL_TRAPS = [
+    (r"\boxed{[-2,1)\cup(1,6]}", "[-2,6]", False),
+    (r"\boxed{[-2,3]\cup[4,6]}", "[-2,6]", False),
+    (r"\boxed{\mathbb{R}}", r"\mathbb{R}\setminus\{2\}", False),
+    (r"\boxed{\mathbb{R}\setminus\{2\}}", r"\mathbb{R}\setminus\{-2\}", False),
+    (r"\boxed{x \neq 2}", r"x \neq -2", False),
+    (r"\boxed{x<-3 \text{ and } x>2}", r"(-\infty,-3)\cup(2,\infty)", False),
+    (r"\boxed{x<-3 \text{ or } x \geq 2}", r"(-\infty,-3)\cup(2,\infty)", False),
+    (r"\boxed{y<-3 \text{ or } y>2}", r"x<-3 \text{ or } x>2", False),
+    (r"\boxed{(-\infty,\infty)}", r"[0,\infty)", False),
+    (r"\boxed{x^2 > 9}", r"(-\infty,-3)\cup(3,\infty)", False),
+    (r"\boxed{(1, 3)\cup(2, 4)}", "(1, 3)", False),
+    (r"\boxed{\text{all real numbers}}", "0", False),
+]
+
 ALL = {
     "hedges": HEDGES,
     "boxes": BOXES,
@@ -349,4 +364,5 @@ ALL = {
     "not_the_answer": NOT_THE_ANSWER,
     "units": UNITS,
     "numerals": NUMERALS,
+    "interval_traps": INTERVAL_TRAPS,
 }

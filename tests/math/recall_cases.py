@@ -95,6 +95,28 @@ LOCALE = [
     ("\\boxed{\uff0d\uff15}", "-5", True),
 ]
 
+INTERVALS = [
+    (r"\boxed{[-2,3]\cup[1,6]}", "[-2,6]", True),
+    (r"\boxed{[-2,1]\cup(1,6]}", "[-2,6]", True),
+    (r"\boxed{(0,2)\cup[2,5)\cup(4,9)}", "(0,9)", True),
+    (r"\boxed{(7,\infty)\cup(-\infty,-2]}", r"(-\infty,-2]\cup(7,\infty)", True),
+    (r"\boxed{\mathbb{R}}", r"(-\infty, \infty)", True),
+    (r"\boxed{(-\infty,+\infty)}", r"\mathbb{R}", True),
+    (r"\boxed{\text{all real numbers}}", r"(-\infty,\infty)", True),
+    ("\\boxed{\u211d}", r"(-\infty,\infty)", True),
+    (r"\boxed{\mathbb{R}\setminus\{-5\}}", r"(-\infty,-5)\cup(-5,\infty)", True),
+    (r"\boxed{(-\infty,-5)\cup(-5,\infty)}", r"\mathbb{R}\setminus\{-5\}", True),
+    (r"\boxed{\mathbb{R}-\{0, 1\}}", r"(-\infty,0)\cup(0,1)\cup(1,\infty)", True),
+    (r"\boxed{x \neq -5}", r"(-\infty,-5)\cup(-5,\infty)", True),
+    (r"\boxed{(-\infty,-5)\cup(-5,\infty)}", r"x\neq -5", True),
+    (r"\boxed{x<-3 \text{ or } x>2}", r"(-\infty,-3)\cup(2,\infty)", True),
+    (r"\boxed{(-\infty,-3)\cup(2,\infty)}", r"x<-3 \text{ or } x>2", True),
+    (r"\boxed{x \geq 1 \text{ and } x < 4}", "[1,4)", True),
+    (r"\boxed{x\le -1 \text{ or } x \ge 1}", r"(-\infty,-1]\cup[1,\infty)", True),
+    (r"$x \in [0, 2]$", r"0 \le x \le 2", True),
+    (r"\boxed{-4 < x \leq 6}", "(-4, 6]", True),
+]
+
 ALL = {
     "committed": COMMITTED,
     "reasoning_tags": REASONING_TAGS,
@@ -102,4 +124,5 @@ ALL = {
     "units": UNITS,
     "repeating": REPEATING,
     "locale": LOCALE,
+    "intervals": INTERVALS,
 }

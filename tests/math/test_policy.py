@@ -34,9 +34,12 @@ def test_degrees_policy():
 
 def test_relation_direction_policy():
     assert ok(r"\boxed{(-1, 2)}", "-1 < x < 2")
-    assert not ok(r"\boxed{-1 < x < 2}", "(-1, 2)")
-    assert ok(r"\boxed{-1 < x < 2}", "(-1, 2)", relation_direction="both")
-    assert not ok(r"\boxed{x > 2}", "x^2 > 4", relation_direction="both")
+    assert ok(r"\boxed{-1 < x < 2}", "(-1, 2)")  # a solved inequality is the same set
+    assert ok(r"\boxed{x<0 \text{ or } x>3}", r"(-\infty,0)\cup(3,\infty)")
+    assert not ok(r"\boxed{-1 < x < 2}", "(-1, 2)", relation_direction="gold_to_pred")
+    assert not ok(r"\boxed{x \neq 4}", r"\mathbb{R}\setminus\{4\}", relation_direction="gold_to_pred")
+    assert ok(r"\boxed{\mathbb{R}\setminus\{4\}}", r"x \neq 4", relation_direction="gold_to_pred")
+    assert not ok(r"\boxed{x > 2}", "x^2 > 4")  # an unsolved inequality is never a solution set
 
 
 def test_prose_fallback_policy():
