@@ -76,6 +76,8 @@ def _namespace(symbols: set[str]) -> dict:
             "Symbol",
         )
     }
+    ns["sign"] = sp.sign
+    ns["cis"] = lambda x: sp.exp(sp.I * x)
     for name in symbols:
         ns[name] = sp.Symbol(name)
     return ns
@@ -105,7 +107,7 @@ def _bits(e) -> float:
             raise TooComplex("factorial too large")
         out = 2.0**n * n
     elif isinstance(e, sp.exp):
-        x = _bits(e.args[0])
+        x = _bits(e.args[0].xreplace({sp.I: sp.Integer(0)}))  # |e^{a+bi}| = e^a
         if x > 20:
             raise TooComplex("exp too large")
         out = 2.0**x * 1.5
@@ -156,6 +158,11 @@ _POINTS = (
     (1.3077, 0.4336, 2.3426, 3.5784, 2.7694),
     (0.6715, 1.2075, 0.7172, 1.6302, 0.4889),
     (2.0347, 0.7269, 1.3034, 0.2939, 1.7873),
+    # mixed signs: an identity that holds only for positive values (sqrt(y^2) = y) fails here
+    (-0.8637, 0.0774, -1.2141, -1.1135, 0.3252),
+    (1.5326, -0.7697, 0.3714, -0.2256, -1.0891),
+    (-1.7254, -0.3034, 0.2939, 0.8884, -1.1471),
+    (-0.6156, 0.7481, -0.1924, -1.4023, 1.4193),
 )
 
 
@@ -238,7 +245,7 @@ def values_equal(pred: str, gold: str) -> bool:
             return False
         # numerically zero to 45 digits: only an exact simplification proves it (no numeric acceptance,
         # so near-identities such as sqrt(10^400 + 1) vs 10^200 are never accepted)
-        return sp.simplify(diff) == 0
+        return _proved_zero(diff)
     floats = bool(p_num or g_num or p.has(sp.Float) or g.has(sp.Float))
     diff = p - g
     if not diff.free_symbols:  # the symbols cancelled: an exact constant decides
@@ -248,15 +255,23 @@ def values_equal(pred: str, gold: str) -> bool:
         return False
     if len(pairs) >= 2 and (floats or all(isinstance(a, sp.Basic) for a, _ in pairs)):
         return True  # exact agreement of rational functions at 4 rational points, or within float tolerance
-    # transcendental or radical: numerically equal, so only an exact simplification may accept
-    positive = {s: sp.Symbol(s.name, positive=True) for s in free}
-    return sp.simplify(diff.xreplace(positive)) == 0
+    # transcendental or radical: numerically equal at points of both signs, so only an exact
+    # simplification over the reals may accept (never over positive symbols: sqrt(y^2) is |y|)
+    real = {s: sp.Symbol(s.name, real=True) for s in free}
+    return _proved_zero(diff.xreplace(real))
+
+
+def _proved_zero(diff) -> bool:
+    """`simplify` proves `diff == 0` (also after rewriting exponentials of i·θ as cos + i·sin)."""
+    sp = _sympy()[0]
+    if diff.has(sp.I) and diff.has(sp.exp) and sp.simplify(sp.expand_complex(diff)) == 0:
+        return True
+    return sp.simplify(diff) == 0
 
 
 def _constant_zero(diff, p, g, free) -> bool:
-    sp = _sympy()[0]
     d = _finite(diff.evalf(60))
-    return d is not None and abs(d) < 1e-45 and sp.simplify(diff) == 0
+    return d is not None and abs(d) < 1e-45 and _proved_zero(diff)
 
 
 def _frac(r):

@@ -68,6 +68,10 @@ _REAL_LINE = re.compile(
 )
 
 
+_TRIG = re.compile(r"\\(?:sin|cos|tan|sec|csc|cot)(?![A-Za-z])|(?<![A-Za-z])cis(?![A-Za-z])")
+_DEGREE_ARG = re.compile(r"(\d+(?:\.\d+)?)\s*\^\s*\{?\s*\\circ\s*\}?")
+
+
 def _unwrap_text(s: str) -> str:
     # \text{...} and friends: their content is plain text; keep it (words become separators later)
     return re.sub(
@@ -114,6 +118,8 @@ def normalize(ans: str, policy: MathPolicy) -> str:
     # thousands separators that cannot be list commas
     s = re.sub(r"(?<=\d)(?:\{,\}|,\\!\s*|(?<!\\)\\,|(?<!\\)\\!|(?<!\\)\\ |~)(?=\d{3}(?!\d))", "", s)
     s = re.sub(r"(?<!\\)\\[,;:! ]|\\q?quad|~", " ", s)
+    if _TRIG.search(s):  # inside a trig or cis argument a degree is pi/180: \sin 15^\circ
+        s = _DEGREE_ARG.sub(lambda m: f"\\frac{{{m.group(1)}\\pi}}{{180}}", s)
     s = re.sub(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|\\degree", " ", s)
     if re.search(r"\\%|%|percent(?:age)?|pct", s):
         s = re.sub(r"\s*(?:\\%|%|\bpercent(?:age)?\b|\bpct\b)", "%", s)

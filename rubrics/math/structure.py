@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from rubrics.math.intervals import as_pieces, relational, set_typed
 from rubrics.math.normalize import text_key
+from rubrics.math.numeric import parse_number
 
 
 class NeedCAS(Exception):
@@ -160,6 +161,7 @@ _FUNCS = {
     "tfrac",
     "det",
     "deg",
+    "cis",
 }
 _MATRIX = re.compile(
     r"^\\begin\{(?:[pbvBV]?matrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{(?:[pbvBV]?matrix|array)\}$", re.DOTALL
@@ -278,10 +280,13 @@ def parse_item(t: str) -> Node:
     t = t.strip()
     if len(t) > 2000:
         raise TooComplex("answer too long")
-    m = _MATRIX.match(_strip_brackets(t))
+    scalar, body = _scaled_matrix(t)
+    m = _MATRIX.match(_strip_brackets(body))
     if m:
         rows = [r for r in re.split(r"\\\\", m.group(1)) if r.strip()]
-        return Matrix(tuple(tuple(Leaf(c.strip().rstrip("\\").strip()) for c in r.split("&")) for r in rows))
+        return Matrix(
+            tuple(tuple(_entry(scalar, c.strip().rstrip("\\").strip()) for c in r.split("&")) for r in rows)
+        )
     rel = [m for m in _REL.finditer(t)]
     if rel:
         depth = _depths(t)
@@ -332,6 +337,27 @@ def _minus(t: str) -> Node | None:
         return None
     points = tuple(x.strip() for x in split_top(parts[1].strip()[2:-2], re.compile(r"[,;]")) if x.strip())
     return Minus(parse_item(parts[0]), points)
+
+
+def _scaled_matrix(t: str) -> tuple[str | None, str]:
+    """`3\\begin{pmatrix}…\\end{pmatrix}` → ("3", the matrix); no scalar → (None, t)."""
+    k = t.find("\\begin")
+    if k <= 0 or not t.rstrip().endswith(("matrix}", "array}")):
+        return None, t
+    scalar = re.sub(r"\s*(?:\\cdot|\\times|\*)\s*$", "", t[:k]).strip()
+    if not scalar or "\\begin" in scalar or _depths(t)[k] != 0:
+        return None, t
+    return scalar, t[k:]
+
+
+def _entry(scalar: str | None, cell: str) -> Leaf:
+    if scalar is None:
+        return Leaf(cell)
+    a, b = parse_number(scalar), parse_number(cell)
+    if a is not None and b is not None and not a.inexact and not b.inexact:
+        v = a.value * b.value
+        return Leaf(str(v.numerator) if v.denominator == 1 else f"\\frac{{{v.numerator}}}{{{v.denominator}}}")
+    return Leaf(f"({scalar})\\cdot({cell})")
 
 
 def _strip_brackets(t: str) -> str:

@@ -344,6 +344,22 @@ INTERVAL_TRAPS = [
     (r"\boxed{\text{all real numbers}}", "0", False),
 ]
 
+DOMAIN = [
+    (r"\boxed{w}", r"\sqrt{w^2}", False),
+    (r"\boxed{\sqrt{w^2}}", "w", False),
+    (r"\boxed{w}", r"(w^3)^{1/3}", False),
+    (r"\boxed{w^3}", r"\sqrt{w^6}", False),
+    (r"\boxed{ab}", r"\sqrt{a^2b^2}", False),
+    (r"\boxed{w}", r"|w|", False),
+    (r"\boxed{2\ln w}", r"\ln(w^2)", False),
+    (r"\boxed{\sqrt[3]{-125}}", "5", False),
+    (r"\boxed{\sin 75^\circ}", r"\frac{\sqrt{6}-\sqrt{2}}{4}", False),
+    (r"\boxed{\sin 75}", r"\frac{\sqrt{6}+\sqrt{2}}{4}", False),
+    (r"\boxed{4e^{i\pi/6}}", r"2\sqrt{3}-2i", False),
+    (r"\boxed{2\begin{pmatrix}1&-3\\0&5\end{pmatrix}}", r"\begin{pmatrix}2&-6\\0&5\end{pmatrix}", False),
+    (r"\boxed{0.\overline{3}}", "0.3", False),
+]
+
 ALL = {
     "hedges": HEDGES,
     "boxes": BOXES,
@@ -365,4 +381,5 @@ ALL = {
     "units": UNITS,
     "numerals": NUMERALS,
     "interval_traps": INTERVAL_TRAPS,
+    "domain": DOMAIN,
 }

@@ -117,6 +117,36 @@ INTERVALS = [
     (r"\boxed{-4 < x \leq 6}", "(-4, 6]", True),
 ]
 
+CAS_PROOFS = [
+    (r"\boxed{\sqrt[3]{-125}}", "-5", True),
+    (r"\boxed{-5}", r"\sqrt[3]{-125}", True),
+    (r"\boxed{\sqrt[5]{-243}}", "-3", True),
+    (r"\boxed{\sqrt[3]{-8}+1}", "-1", True),
+    (r"\boxed{\sqrt{5+2\sqrt{6}}}", r"\sqrt2+\sqrt3", True),
+    (r"\boxed{\sqrt{11-6\sqrt{2}}}", r"3-\sqrt{2}", True),
+    (r"\boxed{\sin 75^\circ}", r"\frac{\sqrt{6}+\sqrt{2}}{4}", True),
+    (r"\boxed{\frac{\sqrt6-\sqrt2}{4}}", r"\cos 75^{\circ}", True),
+    (r"\boxed{\tan 15^\circ}", r"2-\sqrt{3}", True),
+    (r"\boxed{\cos 36^\circ}", r"\frac{1+\sqrt5}{4}", True),
+    (r"\boxed{\sin\frac{5\pi}{12}}", r"\frac{\sqrt6+\sqrt2}{4}", True),
+    (r"\boxed{4e^{i\pi/6}}", r"2\sqrt{3}+2i", True),
+    (r"\boxed{2\sqrt{3}+2i}", r"4e^{\frac{\pi i}{6}}", True),
+    (r"\boxed{3(\cos\frac{\pi}{2}+i\sin\frac{\pi}{2})}", "3i", True),
+    (r"\boxed{2\operatorname{cis}(120^\circ)}", r"-1+\sqrt{3}i", True),
+    (r"\boxed{2\begin{pmatrix}1&-3\\0&5\end{pmatrix}}", r"\begin{pmatrix}2&-6\\0&10\end{pmatrix}", True),
+    (r"\boxed{\begin{pmatrix}2&-6\\0&10\end{pmatrix}}", r"2\begin{pmatrix}1&-3\\0&5\end{pmatrix}", True),
+    (
+        r"\boxed{\frac{1}{3}\begin{pmatrix}3&6\\9&-3\end{pmatrix}}",
+        r"\begin{pmatrix}1&2\\3&-1\end{pmatrix}",
+        True,
+    ),
+    (r"\boxed{\sqrt2\begin{pmatrix}1\\1\end{pmatrix}}", r"\begin{pmatrix}\sqrt2\\\sqrt2\end{pmatrix}", True),
+    (r"\boxed{|w|}", r"\sqrt{w^2}", True),
+    (r"\boxed{\sqrt{w^2}}", r"|w|", True),
+    (r"\boxed{\sqrt[3]{w^3}}", "w", True),
+    (r"\boxed{\sqrt{w^4}}", "w^2", True),
+]
+
 ALL = {
     "committed": COMMITTED,
     "reasoning_tags": REASONING_TAGS,
@@ -125,4 +155,5 @@ ALL = {
     "repeating": REPEATING,
     "locale": LOCALE,
     "intervals": INTERVALS,
+    "cas_proofs": CAS_PROOFS,
 }
