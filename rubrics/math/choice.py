@@ -54,11 +54,11 @@ def _box_letter(content: str) -> str:
     m = re.fullmatch(r"\(?([A-J])\)?\.?", plain)
     if m:
         return m.group(1)
-    m = re.match(r"\(([A-J])\)\s", plain + " ")
+    m = re.match(r"\(([A-J])\)\s|([A-J])[).:]\s", plain + " ")
     others = re.search(
         r"\([A-J]\)|(?<![A-Za-z])(?:or|and)\s+\(?[A-J]\)?(?![A-Za-z])|/\s*\(?[A-J]\b", plain[3:]
     )
-    return m.group(1) if m and not others else content
+    return (m.group(1) or m.group(2)) if m and not others else content
 
 
 def _letter_at(match: re.Match[str], text: str) -> str | None:
@@ -100,3 +100,20 @@ def extract_letter(text: str) -> str | None:
     if m:
         return m.group(1)
     return None
+
+
+_OPTION_LABEL = re.compile(
+    r"^\s*(?:\\text(?:bf)?\s*\{\s*)?(?:\(([A-J])\)|([A-J])[).:])\s*\}?\s*(?:\\[ ,;:!]|~|\s)*(?=\S)"
+)
+
+
+def option_text(answer: str) -> str:
+    """An answer without its leading option label: `(D)\\ \\frac25` → `\\frac25`, `B) 40` → `40`."""
+    m = _OPTION_LABEL.match(answer)
+    return answer[m.end() :] if m else answer
+
+
+def gold_option_text(gold_answer: str) -> str | None:
+    """The text after a multiple-choice gold's letter (`(D) Alina` → `Alina`), else None."""
+    rest = option_text(gold_answer.strip().strip("$"))
+    return rest.strip() if rest != gold_answer.strip().strip("$") and rest.strip() else None

@@ -252,6 +252,8 @@ def _statement_answers(piece: str, *, unique: bool) -> tuple[str, ...] | None:
     text = piece.strip().rstrip(".;:,!")
     if not text:
         return None
+    if re.fullmatch(r"[*_]*([^\W\d_]{1,15})[*_]*", text):  # one word: `Answer: Yes`
+        return (text.strip("*_"),)
     if not re.search(r"[A-Za-z\u00C0-\uFFFF]{3,}", re.sub(r"\\[A-Za-z]+", "", text)):
         return (text,)
     cands = list(dict.fromkeys(c.strip() for c in _CANDIDATE.findall(text)))

@@ -321,7 +321,7 @@ def parse_item(t: str) -> Node:
             return parse_item(inner)
     if _wrapped(t, "{", "}"):
         return parse_answer(t[1:-1])
-    if _is_text(t):
+    if _is_text(t) or _WORD.fullmatch(t):
         return Text(text_key(t))
     return Leaf(t)
 
@@ -365,6 +365,9 @@ def _strip_brackets(t: str) -> str:
         if _wrapped(t, o, c) and "\\begin" in t:
             return t[1:-1].strip()
     return t
+
+
+_WORD = re.compile(r"(?i:yes|no|true|false|odd|even|none|both|neither|si|sí|oui|non|ja|nein|да|нет|是|否)")
 
 
 def _is_text(t: str) -> bool:
@@ -438,6 +441,8 @@ def rel_to_interval(r: Rel) -> Node | None:
 
 def compare(pred: Node, gold: Node, leaf: LeafCmp, rules: Rules = DEFAULT_RULES) -> bool:
     """True when `pred` answers `gold` (see module docstring). `leaf` may raise NeedCAS."""
+    if isinstance(pred, Seq) and pred.kind == "list" and isinstance(gold, Leaf | Text | Matrix | Assign):
+        return all(compare(x, gold, leaf, rules) for x in pred.items)  # one answer in several forms
     if set_typed(pred) or set_typed(gold):
         ps, gs = as_pieces(pred), as_pieces(gold)
         if ps is not None and gs is not None:

@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-from rubrics.math.choice import extract_letter, gold_letter
+from rubrics.math.choice import extract_letter, gold_letter, gold_option_text, option_text
 from rubrics.math.extract import extract, gold_answers
 from rubrics.math.normalize import normalize
 from rubrics.math.numeric import cheap_numbers
@@ -76,6 +76,9 @@ def verify(
     letter = gold_letter(golds[0]) if len(golds) == 1 else None
     if letter is not None:
         got = extract_letter(response)
+        text = gold_option_text(golds[0])
+        if got is None and text is not None:  # gold `(D) 40`: the option's text answers too
+            return verify(response, text, policy, pool)
         if got is None:
             return _done(Verdict(False, "no_answer", detail="no single option letter"))
         return _done(
@@ -86,9 +89,10 @@ def verify(
         return _done(Verdict(False, "no_answer", detail=ext.how))
     shown = " | ".join(ext.answers)[:500]
     how = ext.how
-    p_raw, g_raw = [split_quantity(a)[0] for a in ext.answers], [split_quantity(g)[0] for g in golds]
-    if len(ext.answers) == 1 and len(golds) == 1:
-        converted = reconcile(ext.answers[0], golds[0])
+    answers = tuple(option_text(a) for a in ext.answers)  # `(D) \frac25` answers gold 2/5
+    p_raw, g_raw = [split_quantity(a)[0] for a in answers], [split_quantity(g)[0] for g in golds]
+    if len(answers) == 1 and len(golds) == 1:
+        converted = reconcile(answers[0], golds[0])
         if converted is None:
             return _done(Verdict(False, "mismatch", shown, "different units", how))
         p_raw, g_raw = [converted[0]], [converted[1]]

@@ -360,6 +360,19 @@ DOMAIN = [
     (r"\boxed{0.\overline{3}}", "0.3", False),
 ]
 
+CHOICE_TRAPS = [
+    (r"\boxed{D) 64}", "C", False),
+    (r"\boxed{(B)\ \frac{5}{8}}", r"\frac38", False),
+    (r"\boxed{63}", "(D) 64", False),
+    (r"\boxed{\text{Yes}}", "no", False),
+    (r"\boxed{\text{yes or no}}", "yes", False),
+    ("Answer: Maybe", "yes", False),
+    (r"\boxed{45}, or \boxed{46}.", "45", False),
+    (r"\boxed{45}, i.e. \boxed{45.1}.", "45", False),
+    (r"The answer is not (B).", "B", False),
+    (r"\boxed{\text{not } B}", "B", False),
+]
+
 ALL = {
     "hedges": HEDGES,
     "boxes": BOXES,
@@ -382,4 +395,5 @@ ALL = {
     "numerals": NUMERALS,
     "interval_traps": INTERVAL_TRAPS,
     "domain": DOMAIN,
+    "choice_traps": CHOICE_TRAPS,
 }

@@ -147,6 +147,26 @@ CAS_PROOFS = [
     (r"\boxed{\sqrt{w^4}}", "w^2", True),
 ]
 
+CHOICE_AND_FORMS = [
+    (r"\boxed{D) 64}", "D", True),
+    (r"\boxed{D. 64}", "D", True),
+    (r"\boxed{D: 64}", "D", True),
+    (r"\boxed{(B)\ \frac{5}{8}}", r"\frac58", True),
+    (r"\boxed{\textbf{(E) } 1.25}", "1.25", True),
+    (r"The answer is B) $\sqrt{3}$.", r"\sqrt3", True),
+    (r"\boxed{64}", "(D) 64", True),
+    (r"\boxed{\text{Yes}}", "yes", True),
+    (r"\boxed{\text{FALSE}}", r"\text{False}", True),
+    (r"\boxed{no}", r"\text{No}", True),
+    ("Answer: No", "no", True),
+    (r"**Answer:** True", r"\text{true}", True),
+    (r"\boxed{\text{Even}}", "even", True),
+    (r"So \boxed{45}, i.e. \boxed{45.0}.", "45", True),
+    (r"\boxed{\frac34}, which is \boxed{0.75}.", "0.75", True),
+    (r"\boxed{x=2} so \boxed{2}", "2", True),
+    (r"\boxed{\dfrac{1}{4}} = \boxed{25\%}", r"\frac14", False),
+]
+
 ALL = {
     "committed": COMMITTED,
     "reasoning_tags": REASONING_TAGS,
@@ -156,4 +176,5 @@ ALL = {
     "locale": LOCALE,
     "intervals": INTERVALS,
     "cas_proofs": CAS_PROOFS,
+    "choice_and_forms": CHOICE_AND_FORMS,
 }
