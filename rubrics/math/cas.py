@@ -135,7 +135,32 @@ def to_sympy(text: str):
         evaluate=False,
     )
     _bits(lazy)
-    return parse_expr(code, local_dict=dict(ns), global_dict={"__builtins__": {}}, transformations=transforms)
+    expr = parse_expr(code, local_dict=dict(ns), global_dict={"__builtins__": {}}, transformations=transforms)
+    return _real_roots(expr)
+
+
+def _odd_root_power(e) -> bool:
+    return (
+        e.is_Pow
+        and e.exp.is_Rational
+        and e.exp.q % 2 == 1
+        and e.exp.q > 1
+        and not e.base.is_nonnegative
+        and not isinstance(e.base, _sympy()[0].Abs)
+        and e.base.is_real is not False
+    )
+
+
+def _real_roots(expr):
+    """Powers with an odd denominator read over the reals: `x^{2/3}` = (∛x)², `(t^3)^{1/3}` = t,
+    `(-8)^{1/3}` = -2 (never the principal complex branch)."""
+    sp = _sympy()[0]
+    if not expr.has(sp.Pow):
+        return expr
+    return expr.replace(
+        _odd_root_power,
+        lambda e: (sp.sign(e.base) if e.exp.p % 2 else 1) * sp.Abs(e.base) ** e.exp,
+    )
 
 
 def _plain_num(text: str) -> Num | None:
@@ -266,6 +291,14 @@ def _proved_zero(diff) -> bool:
     sp = _sympy()[0]
     if diff.has(sp.I) and diff.has(sp.exp) and sp.simplify(sp.expand_complex(diff)) == 0:
         return True
+    if diff.has(sp.sign):  # real roots: sign(u)^2 and sign(u^2) are 1 wherever u ≠ 0
+        diff = diff.replace(
+            lambda e: (
+                (e.is_Pow and isinstance(e.base, sp.sign) and e.exp.is_even)
+                or (isinstance(e, sp.sign) and e.args[0].is_nonnegative)
+            ),
+            lambda e: sp.Integer(1),
+        )
     return sp.simplify(diff) == 0
 
 

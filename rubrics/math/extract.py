@@ -235,10 +235,12 @@ def _after_copula(piece: str) -> str:
 def _statement_answers(piece: str, *, unique: bool) -> tuple[str, ...] | None:
     """Answer(s) inside one statement: its math spans, else its one numeric candidate. A negated
     statement (`cannot be 8`, `不是 8`, `no es 8`) has none; `7, not 8` commits to 7."""
-    piece = drop_negated_tails(piece.strip())
-    if NEGATION.search(_outside_spans(piece)):
+    whole = drop_negated_tails(piece.strip())
+    piece = _after_copula(whole)
+    head = whole[: len(whole) - len(piece)] if whole.endswith(piece) else ""
+    earlier = [m.end() for m in _CANDIDATE.finditer(head)]  # a negation before an earlier candidate
+    if NEGATION.search(_outside_spans(head[earlier[-1] if earlier else 0 :] + " " + piece)):
         return None
-    piece = _after_copula(piece)
     if not piece:
         return None
     if _HEDGE.search(_outside_spans(piece)):

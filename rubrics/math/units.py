@@ -94,7 +94,7 @@ _ALTERNATIVES.update({name: pat for name, (pat, _, _) in _OTHER.items()})
 _UNIT_RE = "|".join(f"(?P<u_{i}>{pat})" for i, pat in enumerate(_ALTERNATIVES.values()))
 _NAMES = list(_ALTERNATIVES)
 _QUANTITY = re.compile(
-    r"^(?P<value>.*?[\d}).])\s*(?P<mag>hundred|thousand|million|billion|trillion|lakh|crore|[百千万亿])?s?"
+    r"^(?P<value>.*?[\d}).])\s*(?P<mag>hundred|thousand|million|billion|trillion|lakh|crore|[百千万亿](?![克米]))?s?"
     r"\s*(?:(?P<pre>square|sq\.?|cubic|cu\.?)\s+)?"
     r"(?:(?P<unit>" + _UNIT_RE + r")|(?P<native>" + "|".join(sorted(_NATIVE, key=len, reverse=True)) + r"))"
     r"\s*(?:\^\s*\{?\s*(?P<pow>[23])\s*\}?)?\s*$",
@@ -102,7 +102,7 @@ _QUANTITY = re.compile(
 )
 _CASE_SENSITIVE = {"ml", "l", "m", "mm", "cm", "km", "g", "mg", "kg", "s", "h", "ms", "in", "mi"}
 _MAG_ONLY = re.compile(
-    r"^(?P<value>.*?[\d}).])\s*(?P<mag>hundred|thousand|million|billion|trillion|lakh|crore|[百千万亿])s?\s*$",
+    r"^(?P<value>.*?[\d}).])\s*(?P<mag>hundred|thousand|million|billion|trillion|lakh|crore|[百千万亿](?![克米]))s?\s*$",
     re.IGNORECASE,
 )
 

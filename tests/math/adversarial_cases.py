@@ -347,7 +347,8 @@ INTERVAL_TRAPS = [
 DOMAIN = [
     (r"\boxed{w}", r"\sqrt{w^2}", False),
     (r"\boxed{\sqrt{w^2}}", "w", False),
-    (r"\boxed{w}", r"(w^3)^{1/3}", False),
+    (r"\boxed{|w|}", r"(w^3)^{1/3}", False),  # over the reals (w^3)^{1/3} is w
+    (r"\boxed{w^2}", r"(w^6)^{1/3}", True),
     (r"\boxed{w^3}", r"\sqrt{w^6}", False),
     (r"\boxed{ab}", r"\sqrt{a^2b^2}", False),
     (r"\boxed{w}", r"|w|", False),

@@ -145,6 +145,9 @@ CAS_PROOFS = [
     (r"\boxed{\sqrt{w^2}}", r"|w|", True),
     (r"\boxed{\sqrt[3]{w^3}}", "w", True),
     (r"\boxed{\sqrt{w^4}}", "w^2", True),
+    (r"\boxed{w}", r"(w^3)^{1/3}", True),
+    (r"\boxed{\frac{1}{\sqrt[3]{w}^2}}", r"w^{-2/3}", True),
+    (r"\boxed{(-27)^{1/3}}", "-3", True),
 ]
 
 CHOICE_AND_FORMS = [
