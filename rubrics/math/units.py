@@ -180,14 +180,14 @@ def _unit_of(m: re.Match[str]) -> Unit | None:
     return Unit(name, dim, factor)
 
 
-def reconcile(pred: str, gold: str) -> tuple[str, str] | None:
+def reconcile(pred: str, gold: str, convert: bool = True) -> tuple[str, str] | None:
     """The two value texts with the prediction converted to the gold's unit, or None when both name
-    units of different dimensions (a different answer)."""
+    units of different dimensions (or, with `convert=False`, different units)."""
     p_val, p_unit = split_quantity(pred)
     g_val, g_unit = split_quantity(gold)
     if p_unit is None or g_unit is None:
         return p_val, g_val
-    if p_unit.dim != g_unit.dim:
+    if p_unit.dim != g_unit.dim or (not convert and p_unit.factor != g_unit.factor):
         return None
     ratio = p_unit.factor / g_unit.factor
     if ratio == 1:

@@ -92,7 +92,7 @@ def verify(
     answers = tuple(option_text(a) for a in ext.answers)  # `(D) \frac25` answers gold 2/5
     p_raw, g_raw = [split_quantity(a)[0] for a in answers], [split_quantity(g)[0] for g in golds]
     if len(answers) == 1 and len(golds) == 1:
-        converted = reconcile(answers[0], golds[0])
+        converted = reconcile(answers[0], golds[0], convert=policy.units == "convert")
         if converted is None:
             return _done(Verdict(False, "mismatch", shown, "different units", how))
         p_raw, g_raw = [converted[0]], [converted[1]]

@@ -59,3 +59,11 @@ def test_approximation_remarks_and_trailing_text():
     assert ok("$x = 5+5+1 = 1/3 \\approx 11$", "x = 1/3")
     assert ok("17\\text{ any text}", "17") and ok("17", "17\\text{ any text}")
     assert not ok("\\boxed{17 \\text{ or } 18}", "17")
+
+
+def test_units_policy():
+    assert ok(r"\boxed{1.5\text{ km}}", r"1500\text{ m}")
+    assert not ok(r"\boxed{1.5\text{ km}}", r"1500\text{ m}", units="same")
+    assert ok(r"\boxed{1500\text{ m}}", r"1500\text{ m}", units="same")
+    assert not ok(r"\boxed{1500\text{ g}}", r"1500\text{ m}")
+    assert ok(r"\boxed{7}", r"7\text{ m}^2", units="same")  # a bare number reads in the gold's unit
