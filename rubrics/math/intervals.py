@@ -6,7 +6,7 @@ points) — is turned into disjoint intervals `(lo, lo_closed, hi, hi_closed)` w
 infinite endpoints; overlapping or touching pieces merge (`[0,4]\cup[3,7]` = `[0,7]`,
 `[1,5]\cup(5,8]` = `[1,8]`, but `[1,5)\cup(5,8]` is not). Two set-typed answers are equal when
 their lists are. Endpoints that are not plain numbers (`\sqrt 2`) leave the set undecided here
-(`None`), and the structural comparison of `rubrics.math.structure` decides instead.
+(`None`), and the structural comparison of `rubrics.math.compare` decides instead.
 """
 
 from __future__ import annotations
@@ -132,10 +132,12 @@ def _rel_pieces(rel) -> tuple[str | None, list[Piece]] | None:
         if not st.is_name(name) or value is None or value in (math.inf, -math.inf):
             return None
         return st.text_key(name), minus_points(REAL_LINE, [value])
-    as_set = st.rel_to_interval(rel)
+    from rubrics.math.compare import _canon_rel, rel_to_interval
+
+    as_set = rel_to_interval(rel)
     if as_set is None:
         return None
-    c = st._canon_rel(rel)
+    c = _canon_rel(rel)
     name = c.parts[1] if len(c.parts) == 3 else (c.parts[0] if st.is_name(c.parts[0]) else c.parts[1])
     got = as_pieces(as_set)
     return (st.text_key(name), got[1]) if got else None

@@ -98,7 +98,7 @@ DEFAULT_POLICY = MathPolicy()
 
 
 def rules_of(policy: MathPolicy):
-    """The comparison knobs `rubrics.math.structure.compare` needs."""
+    """The comparison knobs `rubrics.math.compare.compare` needs."""
     from rubrics.math.structure import Rules
 
     return Rules(direction=policy.relation_direction, ordered_lists=policy.list_order == "ordered")

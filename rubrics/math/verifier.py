@@ -14,12 +14,13 @@ from collections import Counter
 from dataclasses import dataclass
 
 from rubrics.math.choice import extract_letter, gold_letter, gold_option_text, option_text
+from rubrics.math.compare import compare
 from rubrics.math.extract import extract, gold_answers
 from rubrics.math.normalize import normalize
 from rubrics.math.numeric import cheap_numbers
 from rubrics.math.policy import DEFAULT_POLICY, MathPolicy, rules_of
 from rubrics.math.pool import CasPool, default_pool
-from rubrics.math.structure import UNDEFINED, Leaf, NeedCAS, Node, TooComplex, _group, compare, parse_answer
+from rubrics.math.structure import UNDEFINED, Leaf, NeedCAS, Node, TooComplex, _group, parse_answer
 from rubrics.math.units import reconcile, split_quantity
 
 REASONS = (
