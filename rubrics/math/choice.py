@@ -51,6 +51,7 @@ def _box_letter(content: str) -> str:
     """`C`, `(C)`, `\\text{(C)}`, `\\textbf{(C) } 12` → `C`; anything else is returned unchanged."""
     plain = re.sub(r"\\(?:text|textbf|mathrm|mathbf)\s*\{([^{}]*)\}", r"\1", content).strip()
     plain = re.sub(r"\\[ ,;!]|[{}$]", " ", plain).strip()
+    plain = re.sub(r"^(?:option|choice|answer)\s*[:：]?\s*", "", plain, flags=re.IGNORECASE)
     m = re.fullmatch(r"\(?([A-J])\)?\.?", plain)
     if m:
         return m.group(1)

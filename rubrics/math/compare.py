@@ -51,8 +51,22 @@ def rel_to_interval(r: Rel) -> Node | None:
     absolute = re.fullmatch(r"\|(.+)\|", r.parts[1].strip()) if len(r.parts) == 3 else None
     if absolute and is_name(absolute.group(1)):  # lo <= |z| <= hi: z in [-hi, -lo] U [lo, hi]
         lo, hi = r.parts[0], r.parts[2]
-        left = Seq(br[r.ops[1]][0] + br[r.ops[0]][1], (Leaf(f"-({hi})"), Leaf(f"-({lo})")))
+        left = Seq(br[r.ops[1]][0] + br[r.ops[0]][1], (Leaf(_neg(hi)), Leaf(_neg(lo))))
         return Union((left, Seq(br[r.ops[0]][0] + br[r.ops[1]][1], (Leaf(lo), Leaf(hi)))))
+    if len(r.parts) == 2:  # |z| < a: (-a, a);  a < |z|: (-inf, -a) U (a, inf)
+        side = 0 if re.fullmatch(r"\|(.+)\|", r.parts[0].strip()) else 1
+        inner = re.fullmatch(r"\|(.+)\|", r.parts[side].strip())
+        if inner and is_name(inner.group(1)):
+            a = r.parts[1 - side]
+            if side == 0:
+                return Seq(br[r.ops[0]][0] + br[r.ops[0]][1], (Leaf(_neg(a)), Leaf(a)))
+            out = br[r.ops[0]][1], br[r.ops[0]][0]
+            return Union(
+                (
+                    Seq("(" + out[0], (Leaf("-\\infty"), Leaf(_neg(a)))),
+                    Seq(out[1] + ")", (Leaf(a), Leaf("\\infty"))),
+                )
+            )
     if len(r.parts) == 3 and is_name(r.parts[1]):
         return Seq(br[r.ops[0]][0] + br[r.ops[1]][1], (Leaf(r.parts[0]), Leaf(r.parts[2])))
     if len(r.parts) == 2 and is_name(r.parts[0]):
@@ -60,6 +74,15 @@ def rel_to_interval(r: Rel) -> Node | None:
     if len(r.parts) == 2 and is_name(r.parts[1]):
         return Seq(br[r.ops[0]][0] + ")", (Leaf(r.parts[0]), Leaf("\\infty")))
     return None
+
+
+def _neg(a: str) -> str:
+    a = a.strip()
+    if re.fullmatch(r"\d+(?:\.\d+)?|\\frac\{\d+\}\{\d+\}", a):
+        return "-" + a
+    if re.fullmatch(r"-\d+(?:\.\d+)?|-\\frac\{\d+\}\{\d+\}", a):
+        return a[1:]
+    return f"-({a})"
 
 
 def compare(pred: Node, gold: Node, leaf: LeafCmp, rules: Rules = DEFAULT_RULES) -> bool:

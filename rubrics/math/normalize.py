@@ -118,6 +118,8 @@ def normalize(ans: str, policy: MathPolicy) -> str:
     # thousands separators that cannot be list commas
     s = re.sub(r"(?<=\d)(?:\{,\}|,\\!\s*|(?<!\\)\\,|(?<!\\)\\!|(?<!\\)\\ |~)(?=\d{3}(?!\d))", "", s)
     s = re.sub(r"(?<!\\)\\[,;:! ]|\\q?quad|~", " ", s)
+    if "\\angle" in s:  # r \angle θ is polar form: r·cis θ
+        s = re.sub(r"\\angle\s*", r" cis ", s)
     if _TRIG.search(s):  # inside a trig or cis argument a degree is pi/180: \sin 15^\circ
         s = _DEGREE_ARG.sub(lambda m: f"\\frac{{{m.group(1)}\\pi}}{{180}}", s)
     s = re.sub(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|\\degree", " ", s)
@@ -131,6 +133,12 @@ def normalize(ans: str, policy: MathPolicy) -> str:
     )
     s = _unwrap_text(s)
     s = _REAL_LINE.sub(lambda _: "(-\\infty,\\infty)", s)
+    s = re.sub(
+        r"\(-\\infty,\\infty\)\s*,?\s*(?:except(?:\s+for)?|but\s+not|other\s+than|excluding|without)\s+"
+        r"(?:[A-Za-z]\s*=\s*)?(.+)$",
+        lambda m: "(-\\infty,\\infty)\\setminus\\{" + re.sub(r"\s+(?:and|or)\s+", ",", m.group(1)) + "\\}",
+        s,
+    )
     s = re.sub(r"\+\s*\\infty", r"\\infty", s)
     for _ in range(3):
         s = re.sub(r"\\(?:boxed|fbox)\s*\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}", r"\1", s)

@@ -9,7 +9,8 @@ r"""How numbers are written around the world, rewritten to one plain form (strin
 * Repeating decimals, exact: `0.\overline{6}`, `0.2\overline{7}`, `0.\dot{3}`, `0.\dot{1}4285\dot{7}`,
   `0.(3)`, and a trailing ellipsis after a repeated block (`0.1666…`, `0.142857142857...`). A
   non-repeating `3.14159…` just loses its ellipsis (an approximation, graded by the tolerance rule).
-* Mixed numbers: `66\frac{2}{3}` (and `\frac23` shorthand) is 66 + 2/3, written `\frac{200}{3}`.
+* Mixed numbers: `66\frac{2}{3}` (and `\frac23` shorthand, and plain `66 2/3`) is 66 + 2/3,
+  written `\frac{200}{3}` (only a proper fraction after the whole part).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ _DOT_NOTATION = re.compile(r"(?<![\d.])(\d*)\.(\d*)\\dot\s*\{?(\d)\}?(?:(\d*)\\d
 _PAREN = re.compile(r"(?<![\d.])(\d+)\.(\d*)\((\d+)\)")
 _TRAILING = re.compile(r"(?<![\d.])(\d+)\.(\d+)\s*" + _ELLIPSIS)
 _SHORT_FRAC = re.compile(r"\\frac\s*(\d)\s*(\d)")
+_PLAIN_MIXED = re.compile(r"(?<![\d./,])(\d{1,6})\s+(\d{1,2})\s*/\s*(\d{1,2})(?![\d/.])")
 _MIXED = re.compile(r"(?<![\d.^_}A-Za-z\\])(\d+)\s*\\frac\s*\{\s*(\d+)\s*\}\s*\{\s*(\d+)\s*\}")
 
 
@@ -96,6 +98,7 @@ def numerals(s: str) -> str:
     s = _PAREN.sub(lambda m: _frac_text(repeating(m.group(1), m.group(2), m.group(3))), s)
     s = _TRAILING.sub(_trailing_repeat, s)
     s = _SHORT_FRAC.sub(r"\\frac{\1}{\2}", s)
+    s = _PLAIN_MIXED.sub(lambda m: f"{m.group(1)}\\frac{{{m.group(2)}}}{{{m.group(3)}}}", s)
     return _MIXED.sub(_mixed, s)
 
 

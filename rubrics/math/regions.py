@@ -16,9 +16,17 @@ from __future__ import annotations
 import re
 
 _NAMES = r"think|thinking|thoughts?|reasoning|reason|reflection|scratchpad|analysis|inner_monologue"
-_OPEN = re.compile(rf"<(?:{_NAMES})>|<\|begin_of_thought\|>", re.IGNORECASE)
-_CLOSE = re.compile(rf"</(?:{_NAMES})>|<\|end_of_thought\|>", re.IGNORECASE)
-_SOLUTION_TAGS = re.compile(r"<\|(?:begin|end)_of_solution\|>", re.IGNORECASE)
+_OPEN = re.compile(
+    rf"<(?:{_NAMES}|seed:think)>|<\|begin_of_thought\|>|\[THINK\]|◁think▷|<\|channel\|>\s*analysis",
+    re.IGNORECASE,
+)
+_CLOSE = re.compile(
+    rf"</(?:{_NAMES}|seed:think)>|<\|end_of_thought\|>|\[/THINK\]|◁/think▷|<\|channel\|>\s*final\s*<\|message\|>",
+    re.IGNORECASE,
+)
+_SOLUTION_TAGS = re.compile(
+    r"<\|(?:begin|end)_of_solution\|>|<\|(?:end|return|start)\|>(?:assistant)?", re.IGNORECASE
+)
 
 _FENCE = re.compile(r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)", re.DOTALL)
 _INLINE_CODE = re.compile(r"`[^`\n]*`")
@@ -30,6 +38,13 @@ _RESTATED = re.compile(
     r"^[ \t*#]*(?:problem|question|task|instructions?|prompt|exercise|énoncé|enunciado|aufgabe|题目|问题)"
     r"\s*(?:statement)?\s*\**\s*[:：].*?(?=\n[ \t]*\n|\Z)",
     re.IGNORECASE | re.MULTILINE | re.DOTALL,
+)
+
+
+_RESTATING = re.compile(
+    r"(?:^|(?<=[.!?\n]))[^.!?\n]*\b(?:problem|question|task|instructions?|prompt)\s+(?:says|asks|states|reads|wants|"
+    r"tells\s+us|requires)\b[^\n]*?(?=[.!?][\"”»']?(?:\s|$)|\n|$)",
+    re.IGNORECASE,
 )
 
 
@@ -46,6 +61,10 @@ def _blank(match: re.Match[str]) -> str:
     return re.sub(r"[^\n]", " ", match.group(0))
 
 
+def _blank_if_boxed(match: re.Match[str]) -> str:
+    return _blank(match) if re.search(r"\\(?:boxed|fbox)", match.group(0)) else match.group(0)
+
+
 def mask_non_answers(text: str) -> str:
     """`text` with code, block quotes, quotations and restated problems blanked (module docstring).
 
@@ -53,9 +72,8 @@ def mask_non_answers(text: str) -> str:
     text = _FENCE.sub(_blank, text)
     text = _INLINE_CODE.sub(lambda m: _blank(m) if "box" in m.group(0) else m.group(0), text)
     text = _BLOCK_QUOTE.sub(_blank, text)
-    text = _QUOTES.sub(
-        lambda m: _blank(m) if re.search(r"\\(?:boxed|fbox)", m.group(0)) else m.group(0), text
-    )
+    text = _RESTATING.sub(_blank_if_boxed, text)  # before quotes: a quote must not hide its end
+    text = _QUOTES.sub(_blank_if_boxed, text)
     return _RESTATED.sub(_blank, text)
 
 
@@ -66,7 +84,10 @@ _NEG_WORDS = (
     r"instead\s+of|rather\s+than|exclude[sd]?|no\s+es|no\s+son|no\s+será|n'est\s+pas|ne\s+sont\s+pas|"
     r"nicht|kein|keine|não\s+é|non\s+è|не|нет|ليس|ليست|नहीं"
 )
-NEGATION = re.compile(rf"(?<![\w'])(?:{_NEG_WORDS})(?!\w)|不是|并非|而非|不等于|不可能|不会", re.IGNORECASE)
+_NEG_AFTER = r"ではない|ではありません|じゃない|ではなく|아니다|아닙니다|아니라|아니|नहीं|değil"
+NEGATION = re.compile(
+    rf"(?<![\w'])(?:{_NEG_WORDS})(?!\w)|不是|并非|而非|不等于|不可能|不会|{_NEG_AFTER}", re.IGNORECASE
+)
 # a candidate is negated when a negation ends its clause's prefix ("… is not \boxed{8}", "不是 8")
 _NEG_BEFORE = re.compile(
     rf"(?:(?<![\w'])(?:{_NEG_WORDS})(?!\w)|不是|并非|而非|不等于)"
@@ -77,7 +98,8 @@ _NEG_BEFORE = re.compile(
 _RETRACTED_AFTER = re.compile(
     r"^[\s$)\]*]*(?:[,;:(]\s*)?(?:(?:but|however|which|though|wait|no)[,\s]+)?(?:that|this|it)?\s*"
     r"(?:is|was|'s|seems|looks)?\s*(?:wrong|incorrect|a\s+mistake|an\s+error|not\s+(?:correct|right|valid|"
-    r"the\s+answer)|invalid|impossible|erroneous|false|faux|incorrecto|falsch|неверно|错误|错|不对)",
+    r"the\s+answer)|invalid|impossible|erroneous|false|faux|incorrecto|falsch|неверно|错误|错|不对)"
+    rf"|^[\s$)\]*]*(?:は|가|이|है)?\s*(?:{_NEG_AFTER})",
     re.IGNORECASE,
 )
 # an earlier candidate superseded by a later one ("at first I got \boxed{8}")
@@ -116,8 +138,8 @@ def candidate_status(text: str, start: int, end: int) -> str:
 
 
 _NEGATED_TAIL = re.compile(
-    rf"\s*[,;，、]?\s*(?:and\s+|but\s+|y\s+|et\s+|und\s+)?(?:(?<![\w'])(?:{_NEG_WORDS}|no|nein|non)(?!\w)|而不是|不是|并非|而非)\s*"
-    r"(?:\$[^$]*\$|\\\(.*?\\\)|\*\*[^*]*\*\*|[-+]?[\w.,/\\{}^]+(?:\s*%)?)\s*(?=[,.;!)。]|$)",
+    rf"\s*[,;，、(—–]?\s*(?:and\s+|but\s+|y\s+|et\s+|und\s+)?(?:(?<![\w'])(?:{_NEG_WORDS}|no|nein|non)(?!\w)|而不是|不是|并非|而非)\s*"
+    r"(?:\$[^$]*\$|\\\(.*?\\\)|\*\*[^*]*\*\*|[-+]?[\w.,/\\{}^]+(?:\s*%)?)\s*\)?\s*(?=[,.;!)。]|$)",
     re.IGNORECASE,
 )
 

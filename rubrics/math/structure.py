@@ -305,6 +305,12 @@ def parse_item(t: str) -> Node:
         return Seq("set", (parse_item(plus), parse_item(minus)))
     if _wrapped(t, "\\{", "\\}"):
         inner = t[2:-2]
+        builder = _SET_BUILDER.fullmatch(inner)
+        if builder:  # \{x \mid x \neq 2\}: the condition is the set
+            cond = re.sub(
+                r"^\s*[A-Za-z]\s*\\in\s*\(-\\infty,\\infty\)\s*,?\s*(?:and\s+)?", "", builder.group(1)
+            )
+            return parse_answer(cond)
         return Seq("set", tuple(parse_item(x) for x in split_top(inner, re.compile(r"[,;]")) if x.strip()))
     if t == "\\emptyset":
         return Seq("set", ())
@@ -322,6 +328,7 @@ def parse_item(t: str) -> Node:
     return Leaf(t)
 
 
+_SET_BUILDER = re.compile(r"\s*[A-Za-z]\s*(?:\\in\s*\(-\\infty,\\infty\)\s*)?(?:\\mid|\||:)\s*(.+)")
 _SETMINUS = re.compile(r"\\setminus|\\backslash|-(?=\s*\\\{)")
 
 

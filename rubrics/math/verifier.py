@@ -99,6 +99,8 @@ def verify(
         p_raw, g_raw = [converted[0]], [converted[1]]
     p_norm = [normalize(a, policy) for a in p_raw]
     g_norm = [normalize(g, policy) for g in g_raw]
+    if len(p_norm) == 1 and len(g_norm) == 1:
+        p_norm[0], g_norm[0] = _decimal_comma(p_norm[0], g_norm[0]), _decimal_comma(g_norm[0], p_norm[0])
     if sorted(set(p_norm)) == sorted(set(g_norm)) and all(p_norm) and not any(map(UNDEFINED.search, g_norm)):
         return _done(Verdict(True, "match_string", shown, how=how))
     if any(len(a) > policy.max_answer_chars for a in p_norm + g_norm):
@@ -146,6 +148,17 @@ def verify(
         if again.status == "ok" and again.value[0]:
             return _done(Verdict(True, "match_cas", shown, "degrees read as radians", how))
     return _done(Verdict(bool(correct), reason, shown, how=how))
+
+
+_COMMA_DECIMAL = re.compile(r"(-?\d+),(\d{1,2}|\d{4,})(%?)")
+_POINT_DECIMAL = re.compile(r"-?\d+\.\d+%?")
+
+
+def _decimal_comma(text: str, other: str) -> str:
+    """`3,75` against the single decimal `3.75` is a decimal comma: no list of two answers and no
+    thousands group (never exactly three digits after the comma) can equal one decimal number."""
+    m = _COMMA_DECIMAL.fullmatch(text)
+    return f"{m.group(1)}.{m.group(2)}{m.group(3)}" if m and _POINT_DECIMAL.fullmatch(other) else text
 
 
 _DEGREES = re.compile(r"\\circ|°|degree")

@@ -240,6 +240,12 @@ EQUIVALENT = [
 
 # ---- real-output shapes (issue 15): every case below was written fresh for its class
 NEGATED = [
+    ("答えは36ではない。", "36", False),
+    (r"答えは \boxed{36} ではありません。", "36", False),
+    ("정답은 36이 아니다.", "36", False),
+    ("उत्तर 36 नहीं है।", "36", False),
+    ("Cevap 36 değil.", "36", False),
+    (r"\boxed{36} (incorrect, see below)", "36", False),
     (r"Checking again, the total can't be 36.", "36", False),
     (r"Hence the number of pairs is definitely not $\boxed{36}$.", "36", False),
     ("所以结果不是 36。", "36", False),
@@ -256,6 +262,15 @@ NEGATED = [
     ("La réponse ne sont pas 36.", "36", False),
 ]
 REASONING_TAGS = [
+    (
+        "<|channel|>analysis<|message|>\\boxed{64}<|end|><|start|>assistant<|channel|>final<|message|>\\boxed{81}",
+        "64",
+        False,
+    ),
+    ("<|channel|>analysis<|message|>so \\boxed{64}", "64", False),
+    (r"[THINK]\boxed{64}[/THINK] So \boxed{81}", "64", False),
+    (r"[THINK] I get \boxed{64}", "64", False),
+    (r"<seed:think>\boxed{64}", "64", False),
     (r"<thinking>so it is \boxed{64}</thinking> Final: \boxed{81}", "64", False),
     (r"<thinking>the count is \boxed{64}", "64", False),
     (r"<reasoning>\boxed{64}</reasoning>", "64", False),
@@ -273,6 +288,8 @@ REASONING_TAGS = [
     (r"<THINKING>\boxed{64}</THINKING>", "64", False),
 ]
 NOT_THE_ANSWER = [
+    ("The problem asks us to write \\boxed{64} for a full grid. The grid is half full: 32.", "64", False),
+    ("The question says \\boxed{64} is the format. I computed 32.", "64", False),
     (
         'The task says: "Write the result as \\boxed{64} if the grid is full." It is not full; we get 81.',
         "64",
@@ -314,6 +331,10 @@ UNITS = [
 ]
 
 NUMERALS = [
+    (r"\boxed{1,250}", "1.25", False),
+    (r"\boxed{4,2}", "4.25", False),
+    (r"\boxed{2 3/4}", "23/4", False),
+    ("La réponse est 4,25.", "425", False),
     (r"\boxed{0.\overline{4}}", "0.5", False),
     (r"\boxed{0.\overline{4}}", r"\frac{4}{10}", False),
     (r"\boxed{0.3\overline{8}}", r"\frac{38}{99}", False),
@@ -330,6 +351,10 @@ NUMERALS = [
 ]
 
 INTERVAL_TRAPS = [
+    (r"\boxed{(-\infty,4)}", "|x|<4", False),
+    (r"\boxed{(-4,4)}", "|x|>4", False),
+    (r"\boxed{\{x \mid x \neq 1\}}", r"\mathbb{R}\setminus\{-1\}", False),
+    (r"\boxed{\text{all real numbers except } 1}", r"(-\infty,-1)\cup(-1,\infty)", False),
     (r"\boxed{[-2,1)\cup(1,6]}", "[-2,6]", False),
     (r"\boxed{[-2,3]\cup[4,6]}", "[-2,6]", False),
     (r"\boxed{\mathbb{R}}", r"\mathbb{R}\setminus\{2\}", False),

@@ -5,6 +5,10 @@ cases live in `adversarial_cases.py`. `expected` is True unless a case pins a ne
 """
 
 COMMITTED = [
+    (r"The answer is 25 (not 36).", "25", True),
+    (r"The answer is 25 — not 36.", "25", True),
+    (r"Not \boxed{36} but \boxed{25}.", "25", True),
+    ("答案不是\\boxed{36}，而是\\boxed{25}。", "25", True),
     (r"Thus the area is 25, not 36.", "25", True),
     (r"The area is $\boxed{25}$, not $\boxed{36}$.", "25", True),
     (r"At first I got \boxed{36}, but that is wrong. The correct count is \boxed{25}.", "25", True),
@@ -14,6 +18,13 @@ COMMITTED = [
     (r"The answer is not negative, so it is \boxed{25}.", "25", True),
 ]
 REASONING_TAGS = [
+    (
+        "<|channel|>analysis<|message|>try \\boxed{64}<|end|><|start|>assistant<|channel|>final<|message|>\\boxed{81}<|return|>",
+        "81",
+        True,
+    ),
+    (r"[THINK]\boxed{64}[/THINK] So \boxed{81}", "81", True),
+    (r"<seed:think>\boxed{64}</seed:think>\boxed{81}", "81", True),
     (r"<thinking>maybe \boxed{64}</thinking> Final: \boxed{81}", "81", True),
     (r"<reasoning>the value is \boxed{64}</reasoning><answer>81</answer>", "81", True),
     (r"<reasoning>\boxed{81}</reasoning>\n<answer>\boxed{81}</answer>", "81", True),
@@ -26,6 +37,7 @@ REASONING_TAGS = [
     (r"<answer>81</answer> so \boxed{81}", "81", True),
 ]
 QUOTED = [
+    ("The problem asks for the sum. So the sum is \\boxed{81}.", "81", True),
     (
         'The task says: "Write the result as \\boxed{64} if the grid is full." It is not full, so \\boxed{81}.',
         "81",
@@ -56,6 +68,8 @@ UNITS = [
 ]
 
 REPEATING = [
+    (r"\boxed{2 3/4}", "2.75", True),
+    ("\\boxed{16 2/3\\%}", r"\frac{50}{3}\%", True),
     (r"\boxed{0.\overline{4}}", r"\frac{4}{9}", True),
     (r"\boxed{0.3\overline{8}}", r"\frac{7}{18}", True),
     (r"\boxed{3.\overline{9}}", "4", True),
@@ -74,6 +88,9 @@ REPEATING = [
     (r"\boxed{-1\frac{1}{4}}", "-1.25", True),
 ]
 LOCALE = [
+    ("La réponse est 4,25.", "4.25", True),
+    (r"\boxed{12,5\%}", r"12.5\%", True),
+    (r"\boxed{4.25}", "4,25", True),
     (r"\boxed{4{,}25}", "4.25", True),
     (r"\boxed{0{,}5}", r"\frac12", True),
     ("La respuesta es $6{,}75$.", "6.75", True),
@@ -96,6 +113,11 @@ LOCALE = [
 ]
 
 INTERVALS = [
+    (r"\boxed{(-\infty,-4)\cup(4,\infty)}", "|x|>4", True),
+    (r"\boxed{[-4,4]}", r"|x|\le 4", True),
+    (r"\boxed{\{x \mid x \neq -1\}}", r"\mathbb{R}\setminus\{-1\}", True),
+    (r"\boxed{\{x\in\mathbb{R} : x\geq 2\}}", r"[2,\infty)", True),
+    (r"\boxed{\text{all real numbers except } -1}", r"(-\infty,-1)\cup(-1,\infty)", True),
     (r"\boxed{[-2,3]\cup[1,6]}", "[-2,6]", True),
     (r"\boxed{[-2,1]\cup(1,6]}", "[-2,6]", True),
     (r"\boxed{(0,2)\cup[2,5)\cup(4,9)}", "(0,9)", True),
@@ -118,6 +140,7 @@ INTERVALS = [
 ]
 
 CAS_PROOFS = [
+    (r"\boxed{4\angle 30^\circ}", r"2\sqrt{3}+2i", True),
     (r"\boxed{\sqrt[3]{-125}}", "-5", True),
     (r"\boxed{-5}", r"\sqrt[3]{-125}", True),
     (r"\boxed{\sqrt[5]{-243}}", "-3", True),
@@ -151,6 +174,7 @@ CAS_PROOFS = [
 ]
 
 CHOICE_AND_FORMS = [
+    (r"\boxed{\text{Option D}}", "D", True),
     (r"\boxed{D) 64}", "D", True),
     (r"\boxed{D. 64}", "D", True),
     (r"\boxed{D: 64}", "D", True),

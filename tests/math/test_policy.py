@@ -16,8 +16,9 @@ def test_percent_policy():
 
 
 def test_decimal_comma_policy():
-    assert not ok(r"\boxed{2,74}", "2.74")
-    assert ok(r"\boxed{2,74}", "2.74", decimal_comma=True)
+    # against one decimal gold a comma decimal is unambiguous (no list or thousands reading can match)
+    assert ok(r"\boxed{2,74}", "2.74") and not ok(r"\boxed{1,250}", "1.25")
+    assert not ok(r"\boxed{2,74}", "2.74, 1") and ok(r"\boxed{2,74}", "2.74", decimal_comma=True)
     assert ok(r"\boxed{1,000}", "1000")
 
 
