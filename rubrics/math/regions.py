@@ -34,18 +34,41 @@ _BLOCK_QUOTE = re.compile(r"^[ \t]*>.*$", re.MULTILINE)
 _QUOTES = re.compile(
     r'"[^"\n]{0,600}"|“[^”]{0,600}”|«[^»]{0,600}»|„[^“”]{0,600}[“”]|「[^」]{0,600}」|『[^』]{0,600}』'
 )
-_RESTATED = re.compile(
-    r"^[ \t*#]*(?:problem|question|task|instructions?|prompt|exercise|énoncé|enunciado|aufgabe|题目|问题)"
-    r"\s*(?:statement)?\s*\**\s*[:：].*?(?=\n[ \t]*\n|\Z)",
-    re.IGNORECASE | re.MULTILINE | re.DOTALL,
-)
-
-
-_RESTATING = re.compile(
-    r"(?:^|(?<=[.!?\n]))[^.!?\n]*\b(?:problem|question|task|instructions?|prompt)\s+(?:says|asks|states|reads|wants|"
-    r"tells\s+us|requires)\b[^\n]*?(?=[.!?][\"”»']?(?:\s|$)|\n|$)",
+_RESTATED_HEAD = re.compile(
+    r"[ \t*#]*(?:problem|question|task|instructions?|prompt|exercise|énoncé|enunciado|aufgabe|题目|问题)"
+    r"\s*(?:statement)?\s*\**\s*[:：]",
     re.IGNORECASE,
 )
+_RESTATING_VERB = re.compile(
+    r"\b(?:problem|question|task|instructions?|prompt)\s+(?:says|asks|states|reads|wants|tells\s+us|requires)\b",
+    re.IGNORECASE,
+)
+_SENTENCE_END = re.compile(r"[.!?][\"”»']?(?:\s|$)|\n")
+
+
+def _blank_restated(text: str) -> str:
+    """Blank `Problem: …` paragraphs (to a blank line) and sentences that say what the problem asks
+    when they hold a box. Linear: only line starts and keyword hits are examined."""
+    spans = []
+    starts = [0] + [m.end() for m in re.finditer(r"\n", text)] if "\n" in text else [0]
+    for pos in starts:
+        if _RESTATED_HEAD.match(text, pos):
+            end = text.find("\n\n", pos)
+            spans.append((pos, len(text) if end < 0 else end))
+    for m in _RESTATING_VERB.finditer(text):
+        start = max(text.rfind(c, 0, m.start()) for c in ".!?\n") + 1
+        stop = _SENTENCE_END.search(text, m.end())
+        end = stop.start() if stop else len(text)
+        if re.search(r"\\(?:boxed|fbox)", text[start:end]):
+            spans.append((start, end))
+    if not spans:
+        return text
+    chars = list(text)
+    for start, end in spans:
+        for i in range(start, end):
+            if chars[i] != "\n":
+                chars[i] = " "
+    return "".join(chars)
 
 
 def final_segment(text: str) -> str | None:
@@ -72,9 +95,8 @@ def mask_non_answers(text: str) -> str:
     text = _FENCE.sub(_blank, text)
     text = _INLINE_CODE.sub(lambda m: _blank(m) if "box" in m.group(0) else m.group(0), text)
     text = _BLOCK_QUOTE.sub(_blank, text)
-    text = _RESTATING.sub(_blank_if_boxed, text)  # before quotes: a quote must not hide its end
-    text = _QUOTES.sub(_blank_if_boxed, text)
-    return _RESTATED.sub(_blank, text)
+    text = _blank_restated(text)  # before quotes: a blanked quote must not hide a sentence's end
+    return _QUOTES.sub(_blank_if_boxed, text)
 
 
 # ----------------------------------------------------------------------------- negated candidates
