@@ -64,12 +64,14 @@ _TRAILING_WORDS = re.compile(
 
 _REAL_LINE = re.compile(
     r"\\mathbb\s*\{?\s*R\s*\}?(?![\^_A-Za-z])|\\R(?![A-Za-z\^_])|ℝ(?![\^_])"
-    r"|(?i:(?:the\s+set\s+of\s+)?all\s+real(?:\s+numbers|s)|real\s+numbers)"
+    r"|(?i:(?:the\s+set\s+of\s+)?(?:all|every|any)\s+real(?:\s+(?:numbers?|values?|x))?s?|real\s+numbers)"
 )
 
 
-_TRIG = re.compile(r"\\(?:sin|cos|tan|sec|csc|cot)(?![A-Za-z])|(?<![A-Za-z])cis(?![A-Za-z])")
-_DEGREE_ARG = re.compile(r"(\d+(?:\.\d+)?)\s*\^\s*\{?\s*\\circ\s*\}?")
+_TRIG = re.compile(
+    r"\\(?:sin|cos|tan|sec|csc|cot)(?![A-Za-z])|(?<![A-Za-z])cis(?![A-Za-z])|e\^\{[^{}]*i[^{}]*\\circ"
+)
+_DEGREE_ARG = re.compile(r"(\d+(?:\.\d+)?)\s*\^\s*(?:\{\s*\\circ\s*\}|\\circ)")
 
 
 def _unwrap_text(s: str) -> str:
@@ -118,11 +120,13 @@ def normalize(ans: str, policy: MathPolicy) -> str:
     # thousands separators that cannot be list commas
     s = re.sub(r"(?<=\d)(?:\{,\}|,\\!\s*|(?<!\\)\\,|(?<!\\)\\!|(?<!\\)\\ |~)(?=\d{3}(?!\d))", "", s)
     s = re.sub(r"(?<!\\)\\[,;:! ]|\\q?quad|~", " ", s)
+    s = re.sub(r"\\(?:lor|vee)(?![A-Za-z])|∨", " or ", s)
+    s = re.sub(r"\\(?:land|wedge)(?![A-Za-z])|∧", " and ", s)
     if "\\angle" in s:  # r \angle θ is polar form: r·cis θ
         s = re.sub(r"\\angle\s*", r" cis ", s)
     if _TRIG.search(s):  # inside a trig or cis argument a degree is pi/180: \sin 15^\circ
         s = _DEGREE_ARG.sub(lambda m: f"\\frac{{{m.group(1)}\\pi}}{{180}}", s)
-    s = re.sub(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|\\degree", " ", s)
+    s = re.sub(r"\^\s*(?:\{\s*\\circ\s*\}|\\circ)|\\circ|\\degree", " ", s)
     if re.search(r"\\%|%|percent(?:age)?|pct", s):
         s = re.sub(r"\s*(?:\\%|%|\bpercent(?:age)?\b|\bpct\b)", "%", s)
     # a trailing \text{...} after a number is a unit or a remark ("17\text{ any text}"), unless it hedges

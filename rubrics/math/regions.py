@@ -102,7 +102,7 @@ def mask_non_answers(text: str) -> str:
 # ----------------------------------------------------------------------------- negated candidates
 
 _NEG_WORDS = (
-    r"not|cannot|can't|can\s*not|isn't|aren't|wasn't|never|neither|nor|rule[sd]?\s+out|ruling\s+out|"
+    r"not|cannot|can\s*not|\w+n't|never|neither|nor|rule[sd]?\s+out|ruling\s+out|"
     r"instead\s+of|rather\s+than|exclude[sd]?|no\s+es|no\s+son|no\s+será|n'est\s+pas|ne\s+sont\s+pas|"
     r"nicht|kein|keine|não\s+é|non\s+è|не|нет|ليس|ليست|नहीं"
 )
@@ -166,9 +166,17 @@ _NEGATED_TAIL = re.compile(
 )
 
 
+_NOT_BUT = re.compile(
+    r"(?:(?<![\w'])(?:not|no\s+es|n'est\s+pas|nicht|isn't)(?!\w)|不是)\s*(?:\$[^$]*\$|[-+]?[\w.,/\\{}^]+)\s*[,;，]?\s*"
+    r"(?:(?<![\w'])(?:but(?:\s+rather)?|rather|instead|sino|mais|sondern)(?!\w)|而是)\s*",
+    re.IGNORECASE,
+)
+
+
 def drop_negated_tails(piece: str) -> str:
-    """`7, not 12` → `7`: a negated alternative after a committed candidate is not a hedge."""
+    """`7, not 12` → `7` and `not 12 but 7` → `7`: a negated alternative next to a committed
+    candidate is not a hedge."""
     if not re.search(r"[\d$\\]", piece):
         return piece
-    out = _NEGATED_TAIL.sub("", piece)
+    out = _NOT_BUT.sub(" ", _NEGATED_TAIL.sub("", piece))
     return out if re.search(r"\S", out) else piece

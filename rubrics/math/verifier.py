@@ -154,11 +154,19 @@ _COMMA_DECIMAL = re.compile(r"(-?\d+),(\d{1,2}|\d{4,})(%?)")
 _POINT_DECIMAL = re.compile(r"-?\d+\.\d+%?")
 
 
+_INDIAN = re.compile(r"-?\d{1,2}(?:,\d{2})+,\d{3}")
+
+
 def _decimal_comma(text: str, other: str) -> str:
-    """`3,75` against the single decimal `3.75` is a decimal comma: no list of two answers and no
-    thousands group (never exactly three digits after the comma) can equal one decimal number."""
+    """`3,75` against the single decimal `3.75` is a decimal comma, and `12,34,567` against one
+    integer is lakh grouping: no list of answers can equal one number, and a comma followed by
+    exactly three digits (an English thousands group) is never read as a decimal point."""
     m = _COMMA_DECIMAL.fullmatch(text)
-    return f"{m.group(1)}.{m.group(2)}{m.group(3)}" if m and _POINT_DECIMAL.fullmatch(other) else text
+    if m and _POINT_DECIMAL.fullmatch(other):
+        return f"{m.group(1)}.{m.group(2)}{m.group(3)}"
+    if _INDIAN.fullmatch(text) and re.fullmatch(r"-?\d+", other):
+        return text.replace(",", "")
+    return text
 
 
 _DEGREES = re.compile(r"\\circ|°|degree")

@@ -240,6 +240,9 @@ EQUIVALENT = [
 
 # ---- real-output shapes (issue 15): every case below was written fresh for its class
 NEGATED = [
+    (r"The answer is not 36 but 25.", "36", False),
+    ("I don't think it's 36.", "36", False),
+    ("It doesn't equal 36.", "36", False),
     ("答えは36ではない。", "36", False),
     (r"答えは \boxed{36} ではありません。", "36", False),
     ("정답은 36이 아니다.", "36", False),
@@ -331,6 +334,7 @@ UNITS = [
 ]
 
 NUMERALS = [
+    (r"\boxed{45,67,890}", "456", False),
     (r"\boxed{1,250}", "1.25", False),
     (r"\boxed{4,2}", "4.25", False),
     (r"\boxed{2 3/4}", "23/4", False),
@@ -351,6 +355,7 @@ NUMERALS = [
 ]
 
 INTERVAL_TRAPS = [
+    (r"\boxed{x<-2 \land x>7}", r"(-\infty,-2)\cup(7,\infty)", False),
     (r"\boxed{(-\infty,4)}", "|x|<4", False),
     (r"\boxed{(-4,4)}", "|x|>4", False),
     (r"\boxed{\{x \mid x \neq 1\}}", r"\mathbb{R}\setminus\{-1\}", False),

@@ -5,6 +5,8 @@ cases live in `adversarial_cases.py`. `expected` is True unless a case pins a ne
 """
 
 COMMITTED = [
+    (r"The answer is not 36 but 25.", "25", True),
+    (r"La respuesta no es 36 sino 25.", "25", True),
     (r"The answer is 25 (not 36).", "25", True),
     (r"The answer is 25 — not 36.", "25", True),
     (r"Not \boxed{36} but \boxed{25}.", "25", True),
@@ -88,6 +90,7 @@ REPEATING = [
     (r"\boxed{-1\frac{1}{4}}", "-1.25", True),
 ]
 LOCALE = [
+    (r"\boxed{45,67,890}", "4567890", True),
     ("La réponse est 4,25.", "4.25", True),
     (r"\boxed{12,5\%}", r"12.5\%", True),
     (r"\boxed{4.25}", "4,25", True),
@@ -113,6 +116,8 @@ LOCALE = [
 ]
 
 INTERVALS = [
+    (r"\boxed{x<-2 \lor x>7}", r"(-\infty,-2)\cup(7,\infty)", True),
+    (r"\boxed{\text{every real number}}", r"\mathbb{R}", True),
     (r"\boxed{(-\infty,-4)\cup(4,\infty)}", "|x|>4", True),
     (r"\boxed{[-4,4]}", r"|x|\le 4", True),
     (r"\boxed{\{x \mid x \neq -1\}}", r"\mathbb{R}\setminus\{-1\}", True),
@@ -140,6 +145,7 @@ INTERVALS = [
 ]
 
 CAS_PROOFS = [
+    (r"\boxed{2e^{i120^\circ}}", r"-1+\sqrt{3}i", True),
     (r"\boxed{4\angle 30^\circ}", r"2\sqrt{3}+2i", True),
     (r"\boxed{\sqrt[3]{-125}}", "-5", True),
     (r"\boxed{-5}", r"\sqrt[3]{-125}", True),
