@@ -43,6 +43,12 @@ _RESTATING_VERB = re.compile(
     r"\b(?:problem|question|task|instructions?|prompt)\s+(?:says|asks|states|reads|wants|tells\s+us|requires)\b",
     re.IGNORECASE,
 )
+# a restated problem ends at a blank line or at a line that starts the model's own work
+_RESTATED_STOP = re.compile(
+    r"\n[ \t]*\n|\n(?=[ \t*#]*(?:answer|final|solution|step|so\b|therefore|thus|hence|we\b|let\b|réponse|"
+    r"solución|respuesta|lösung|答案|解))",
+    re.IGNORECASE,
+)
 _SENTENCE_END = re.compile(r"[.!?][\"”»']?(?:\s|$)|\n")
 
 
@@ -53,8 +59,8 @@ def _blank_restated(text: str) -> str:
     starts = [0] + [m.end() for m in re.finditer(r"\n", text)] if "\n" in text else [0]
     for pos in starts:
         if _RESTATED_HEAD.match(text, pos):
-            end = text.find("\n\n", pos)
-            spans.append((pos, len(text) if end < 0 else end))
+            stop = _RESTATED_STOP.search(text, pos)
+            spans.append((pos, stop.start() if stop else len(text)))
     for m in _RESTATING_VERB.finditer(text):
         start = max(text.rfind(c, 0, m.start()) for c in ".!?\n") + 1
         stop = _SENTENCE_END.search(text, m.end())

@@ -39,6 +39,8 @@ REASONING_TAGS = [
     (r"<answer>81</answer> so \boxed{81}", "81", True),
 ]
 QUOTED = [
+    ("**Question:** Find 9*9 and put it in \\boxed{}.\n**Answer:** \\boxed{81}", "81", True),
+    ("Problem: compute the grid total, e.g. \\boxed{64}\nSolution: the total is \\boxed{81}", "81", True),
     ("The problem asks for the sum. So the sum is \\boxed{81}.", "81", True),
     (
         'The task says: "Write the result as \\boxed{64} if the grid is full." It is not full, so \\boxed{81}.',
