@@ -270,7 +270,7 @@ def values_equal(pred: str, gold: str) -> bool:
             return False
         # numerically zero to 45 digits: only an exact simplification proves it (no numeric acceptance,
         # so near-identities such as sqrt(10^400 + 1) vs 10^200 are never accepted)
-        return _proved_zero(diff)
+        return _proved_zero(diff, p, g)
     floats = bool(p_num or g_num or p.has(sp.Float) or g.has(sp.Float))
     diff = p - g
     if not diff.free_symbols:  # the symbols cancelled: an exact constant decides
@@ -286,9 +286,28 @@ def values_equal(pred: str, gold: str) -> bool:
     return _proved_zero(diff.xreplace(real))
 
 
-def _proved_zero(diff) -> bool:
-    """`simplify` proves `diff == 0` (also after rewriting exponentials of i·θ as cos + i·sin)."""
+_TRIG_FUNCS = ("sin", "cos", "tan", "sec", "csc", "cot")
+
+
+def _proved_zero(diff, p=None, g=None) -> bool:
+    """An exact proof that `diff` (= p − g) is 0, cheapest first: expansion; for constants,
+    equal squares of two same-sign reals (denesting: √(5+2√6) = √2+√3); for trig, a rational
+    function of e^{iθ} that cancels; exponentials of i·θ as cos + i·sin; finally `simplify`."""
     sp = _sympy()[0]
+    if sp.expand(diff) == 0:
+        return True
+    if p is not None and not diff.free_symbols and _same_sign_real(p, g):
+        squares = sp.expand(p**2 - g**2)
+        if squares == 0:
+            return True
+        if squares.is_Rational:
+            return False  # same-sign reals with different squares: √(10⁴⁰⁰+1) ≠ 10²⁰⁰
+    if any(diff.has(getattr(sp, f)) for f in _TRIG_FUNCS):
+        rational = sp.cancel(sp.expand(diff.rewrite(sp.exp)))
+        if rational == 0:
+            return True
+        if rational.is_Rational:
+            return False  # a nonzero constant: sin²x + cos²x + 10⁻⁶⁰ − 1
     if diff.has(sp.I) and diff.has(sp.exp) and sp.simplify(sp.expand_complex(diff)) == 0:
         return True
     if diff.has(sp.sign):  # real roots: sign(u)^2 and sign(u^2) are 1 wherever u ≠ 0
@@ -302,9 +321,14 @@ def _proved_zero(diff) -> bool:
     return sp.simplify(diff) == 0
 
 
+def _same_sign_real(p, g) -> bool:
+    a, b = _finite(p.evalf(30)), _finite(g.evalf(30))
+    return a is not None and b is not None and a.imag == 0 == b.imag and a.real * b.real > 0
+
+
 def _constant_zero(diff, p, g, free) -> bool:
     d = _finite(diff.evalf(60))
-    return d is not None and abs(d) < 1e-45 and _proved_zero(diff)
+    return d is not None and abs(d) < 1e-45 and _proved_zero(diff, p, g)
 
 
 def _frac(r):
