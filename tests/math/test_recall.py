@@ -16,3 +16,14 @@ CASES = [(group, i, p, g, exp) for group, cases in ALL.items() for i, (p, g, exp
 def test_recall_case(group, index, pred, gold, expected):
     verdict = verify(pred, gold)
     assert verdict.correct is expected, verdict
+
+
+def test_same_verdicts_from_worker_threads():
+    """No signal-based timeouts: every verdict is the same when four threads grade at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pairs = [(p, g) for _, _, p, g, _ in CASES]
+    main = [verify(p, g).correct for p, g in pairs]
+    with ThreadPoolExecutor(4) as pool:
+        threaded = list(pool.map(lambda pg: verify(*pg).correct, pairs))
+    assert threaded == main
