@@ -64,6 +64,22 @@ _CANDIDATE = re.compile(
 )
 
 
+_ANCHOR_KEY = re.compile("answer|réponse|答案", re.IGNORECASE)
+
+
+def last_anchor(text: str) -> re.Match[str] | None:
+    """The last `_ANCHOR` match, found from the end: every anchor contains an `_ANCHOR_KEY`, so only
+    the windows around those words are matched (no regex scan of long prose)."""
+    for pos in reversed([m.start() for m in _ANCHOR_KEY.finditer(text)]):
+        found = None
+        for m in _ANCHOR.finditer(text, max(0, pos - 24), pos + 80):
+            if m.start() <= pos < m.end():
+                found = m
+        if found is not None:
+            return found
+    return None
+
+
 @dataclass(frozen=True)
 class Extraction:
     """`answers` is None when the text holds no gradable answer; `how` names the rule used."""
@@ -265,9 +281,7 @@ def _statement_answers(piece: str, *, unique: bool) -> tuple[str, ...] | None:
 
 
 def _anchor_answer(text: str) -> tuple[str, ...] | None:
-    last = None
-    for m in _ANCHOR.finditer(text):
-        last = m
+    last = last_anchor(text)
     if last is None:
         return None
     rest = text[last.end() :].lstrip(" :")
@@ -285,21 +299,20 @@ def _anchor_answer(text: str) -> tuple[str, ...] | None:
 
 def _late_anchor(seg: str) -> tuple[str, ...] | None:
     """An anchored answer written after the last box (the completion's final commitment)."""
-    last_box = last_anchor = None
+    last_box = None
     for m in _BOX.finditer(seg):
         last_box = m
-    for m in _ANCHOR.finditer(seg):
-        last_anchor = m
-    if last_box is None or last_anchor is None or last_anchor.start() < last_box.start():
+    anchor = last_anchor(seg)
+    if last_box is None or anchor is None or anchor.start() < last_box.start():
         return None
     end = (
         match_brace(seg, last_box.end())
         if seg[last_box.end() : last_box.end() + 1] == "{"
         else last_box.end()
     )
-    if last_anchor.start() < end:
+    if anchor.start() < end:
         return None
-    return _anchor_answer(seg[last_anchor.start() :])
+    return _anchor_answer(seg[anchor.start() :])
 
 
 _PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}|[^\x00-\x7f]{2,}")
@@ -334,10 +347,19 @@ def _bare_answer(seg: str) -> str | None:
     return None if words else s
 
 
+_TAIL = 4000
+
+
 def _fallback_answer(text: str) -> tuple[str, ...] | None:
     """The final statement's one candidate; the statement must conclude (copula, 'so', '=', bold)."""
     if _INJECTION.search(text[-2000:]):
         return None
+    if len(text) > _TAIL:  # only the final statement counts: split the tail, from a statement start
+        tail = text[-_TAIL:]
+        cut = _STATEMENT_END.search(tail)
+        if cut is None:
+            return None  # one statement longer than the tail commits to no single answer
+        text = tail[cut.end() :]
     statements = [s.strip() for s in _STATEMENT_END.split(_outside_spans_keep(text)) if s.strip()]
     for st in statements[-1:]:  # the final statement only: an earlier number is never the answer
         if re.search(r"\d", st) or math_spans(st):
@@ -395,7 +417,7 @@ def extract(text: str, *, fallback: bool = True, max_chars: int = 400_000) -> Ex
     if _BOX.search(seg) and find_boxes(seg)[0]:
         return Extraction(None, "every boxed candidate negated or retracted")
     anchored = _anchor_answer(seg)
-    if anchored is None and _ANCHOR.search(seg):
+    if anchored is None and last_anchor(seg) is not None:
         return Extraction(None, "an answer anchor without a usable answer")
     if anchored:
         if _INJECTION.search(seg[-2000:]):
