@@ -1,16 +1,22 @@
 r"""Which part of a completion is the answer (the extraction policy, stated once).
 
-Order, on the text after the last `</think>` only (`rubrics.text.final_segment`; an unclosed think
-block holds no answer):
+Order, on the text after the last closed reasoning block only (`rubrics.math.regions.final_segment`:
+`<think>`, `<thinking>`, `<reasoning>`, `<|begin_of_thought|>`, …; an unclosed block holds no
+answer), with code, block quotes, boxed quotations and restated problems blanked first
+(`rubrics.math.regions.mask_non_answers`):
 
-1. `\boxed{…}` / `\fbox{…}` / `\boxed 5` with real brace matching. Every box counts: distinct boxes
-   form a multi-answer that must equal the gold as a whole (so `\boxed{3} or \boxed{5}` never
-   matches `3`), agreeing duplicates collapse. An empty or unclosed box means no answer.
-2. `<answer>…</answer>` tags, with the same all-must-agree rule as boxes.
+1. `\boxed{…}` / `\fbox{…}` / `\boxed 5` with real brace matching. Every committed box counts:
+   distinct boxes form a multi-answer that must equal the gold as a whole (so `\boxed{3} or
+   \boxed{5}` never matches `3`; several forms of one answer each match it), agreeing duplicates
+   collapse. A negated or retracted box (`not \boxed{8}`, `\boxed{8} is wrong`) is dropped, a
+   superseded one (`at first I got \boxed{8}`) yields to a later box. An empty or unclosed box
+   means no answer (an empty box named by an instruction, `in \boxed{}`, is skipped).
+2. `<answer>…</answer>` tags; boxes outside the tags are further commitments that must agree.
 3. The last "final answer is" / "the answer is" / "Answer:" anchor (also `réponse est`, `答案是`):
-   the statement after it, cut at the copula ("…volume is 120" → `120`).
+   the statement after it, cut at the copula ("…volume is 120" → `120`); a negated statement
+   (`is not 8`, `不是 8`) has no answer, `7, not 8` and `not 8 but 7` commit to 7.
 4. Optional (`MathPolicy.prose_fallback`): the final statement, only when it holds exactly one
-   candidate, no hedge word and no grader-directed text. Never "the last number anywhere".
+   candidate, no hedge or negation and no grader-directed text. Never "the last number anywhere".
 
 Multiple-choice golds (a single letter A–J) use `rubrics.math.choice` instead.
 """
