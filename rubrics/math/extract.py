@@ -39,7 +39,10 @@ _TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _ANCHOR = re.compile(
     r"(?:final\s+answer|the\s+answer|answer)\s*(?:is|are|should\s+be|would\s+be|:|：|=)\s*"
     r"|\banswer\s*(?=\$|\\\(|\\\[)"
-    r"|réponse\s*(?:est|:|：)\s*|答案\s*(?:是|为|:|：)\s*",
+    r"|réponse\s*(?:est|:|：)\s*|答案\s*(?:是|为|:|：)\s*"
+    r"|(?:respuesta|resposta|risposta|antwort|ответ|答え|정답|답|उत्तर|cevap|yanıt|đáp\s+án|jawaban(?:nya)?|الإجابة|الجواب)"
+    r"(?:\s+final[e]?)?\s*(?:es|é|è|ist|lautet|est|là|adalah|هي|है|は|은|는|:|：|=)?\s*"
+    r"(?=\$|\\\(|\\\[|\d|-\s*\d|\*\*|\\boxed)",
     re.IGNORECASE,
 )
 _CHAT_JUNK = re.compile(r"<\|(?:im_start|im_end|endoftext|eot_id)\|>.*", re.DOTALL)
@@ -70,7 +73,10 @@ _CANDIDATE = re.compile(
 )
 
 
-_ANCHOR_KEY = re.compile("answer|réponse|答案", re.IGNORECASE)
+_ANCHOR_KEY = re.compile(
+    "answer|réponse|答案|respuesta|resposta|risposta|antwort|ответ|答え|답|उत्तर|cevap|yanıt|đáp|jawaban|الإجابة|الجواب",
+    re.IGNORECASE,
+)
 
 
 def last_anchor(text: str) -> re.Match[str] | None:

@@ -144,6 +144,10 @@ def normalize(ans: str, policy: MathPolicy) -> str:
         s,
     )
     s = re.sub(r"\+\s*\\infty", r"\\infty", s)
+    # `x \in \mathbb{R}, x \neq 0`: the domain prefix adds nothing to the condition after it
+    s = re.sub(
+        r"^[A-Za-z]\s*\\in\s*\(-\\infty,\\infty\)\s*,\s*(?=[A-Za-z]\s*(?:<|>|\\neq|\\leq|\\geq))", "", s
+    )
     for _ in range(3):
         s = re.sub(r"\\(?:boxed|fbox)\s*\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}", r"\1", s)
     s = re.sub(r"([\^_])\{\s*([A-Za-z0-9])\s*\}", r"\1\2", s)

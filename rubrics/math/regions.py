@@ -110,7 +110,7 @@ def mask_non_answers(text: str) -> str:
 _NEG_WORDS = (
     r"not|cannot|can\s*not|\w+n't|never|neither|nor|rule[sd]?\s+out|ruling\s+out|"
     r"instead\s+of|rather\s+than|exclude[sd]?|no\s+es|no\s+son|no\s+será|n'est\s+pas|ne\s+sont\s+pas|"
-    r"nicht|kein|keine|não\s+é|non\s+è|не|нет|ليس|ليست|नहीं"
+    r"nicht|kein|keine|não\s+é|non\s+è|не|нет|ليس|ليست|नहीं|không(?:\s+phải)?|bukan|tidak"
 )
 _NEG_AFTER = r"ではない|ではありません|じゃない|ではなく|아니다|아닙니다|아니라|아니|नहीं|değil"
 NEGATION = re.compile(

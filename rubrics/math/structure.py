@@ -356,6 +356,7 @@ def _scaled_matrix(t: str) -> tuple[str | None, str]:
 def _entry(scalar: str | None, cell: str) -> Leaf:
     if scalar is None:
         return Leaf(cell)
+    scalar = {"-": "-1", "+": "1"}.get(scalar, scalar)
     a, b = parse_number(scalar), parse_number(cell)
     if a is not None and b is not None and not a.inexact and not b.inexact:
         v = a.value * b.value

@@ -404,6 +404,20 @@ CHOICE_TRAPS = [
     (r"\boxed{\text{not } B}", "B", False),
 ]
 
+_PROSE = "We check each step of the computation once more. " * 8
+NEGATED_MULTILINGUAL = [
+    (_PROSE + "Daher ist die Antwort nicht $27$.", "27", False),
+    (_PROSE + "Portanto, a resposta não é $27$.", "27", False),
+    (_PROSE + "Quindi la risposta non è $27$.", "27", False),
+    (_PROSE + "Vậy đáp án không phải là $27$.", "27", False),
+    (_PROSE + "Jadi jawabannya bukan $27$.", "27", False),
+    (_PROSE + "لذلك الإجابة ليست $27$.", "27", False),
+    (_PROSE + "Итак, ответ не $27$.", "27", False),
+    (_PROSE + "したがって、答えは $27$ ではありません。", "27", False),
+    (_PROSE + "Dolayısıyla cevap $27$ değil.", "27", False),
+    (_PROSE + "Die Antwort lautet $26$.", "27", False),
+]
+
 ALL = {
     "hedges": HEDGES,
     "boxes": BOXES,
@@ -427,4 +441,5 @@ ALL = {
     "interval_traps": INTERVAL_TRAPS,
     "domain": DOMAIN,
     "choice_traps": CHOICE_TRAPS,
+    "negated_multilingual": NEGATED_MULTILINGUAL,
 }

@@ -202,6 +202,25 @@ CHOICE_AND_FORMS = [
     (r"\boxed{\dfrac{1}{4}} = \boxed{25\%}", r"\frac14", False),
 ]
 
+_PROSE = "We check each step of the computation once more. " * 8
+MULTILINGUAL = [
+    (_PROSE + "Daher ist die Antwort $27$.", "27", True),
+    (_PROSE + "Die Antwort lautet $27$.", "27", True),
+    (_PROSE + "Portanto, a resposta é $27$.", "27", True),
+    (_PROSE + "Quindi la risposta è $27$.", "27", True),
+    (_PROSE + "したがって、答えは $27$ です。", "27", True),
+    (_PROSE + "따라서 답은 $27$입니다.", "27", True),
+    (_PROSE + "इसलिए उत्तर $27$ है।", "27", True),
+    (_PROSE + "Dolayısıyla cevap $27$.", "27", True),
+    (_PROSE + "Vậy đáp án là $27$.", "27", True),
+    (_PROSE + "Jadi jawabannya adalah $27$.", "27", True),
+    (_PROSE + "لذلك الإجابة هي $27$.", "27", True),
+    (_PROSE + "Итак, ответ: $27$.", "27", True),
+    (_PROSE + "所以，最终答案是 $\\boxed{27}$。", "27", True),
+    (r"\boxed{x\in\mathbb{R}, x\neq 0}", r"(-\infty,0)\cup(0,\infty)", True),
+    (r"\boxed{-\begin{pmatrix}1&2\\3&4\end{pmatrix}}", r"\begin{pmatrix}-1&-2\\-3&-4\end{pmatrix}", True),
+]
+
 ALL = {
     "committed": COMMITTED,
     "reasoning_tags": REASONING_TAGS,
@@ -212,4 +231,5 @@ ALL = {
     "intervals": INTERVALS,
     "cas_proofs": CAS_PROOFS,
     "choice_and_forms": CHOICE_AND_FORMS,
+    "multilingual": MULTILINGUAL,
 }
