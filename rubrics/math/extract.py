@@ -55,7 +55,10 @@ _INJECTION = re.compile(
 )
 _HEDGE = re.compile(
     r"(?<![A-Za-z])(?:or|maybe|perhaps|either|probably|possibly|might|could\s+be|not\s+sure|between|"
-    r"unsure|guess|not|n't|ou|oder|o)(?![A-Za-z])|或|可能|不是|\?|？",
+    r"unsure|guess|not|n't|ou|oder|o|vielleicht|talvez|forse|quizás|quizá|peut-être|belki|mungkin|atau|veya|"
+    r"oppure|hoặc)(?![A-Za-z])|có\s+lẽ|tal\s+vez|ya\s+da|或|可能|也许|大概|不是|たぶん|多分|または|아마|또는|"
+    r"(?<![\u0900-\u097f])(?:शायद|या)(?![\u0900-\u097f])|(?<![\u0600-\u06ff])(?:ربما|أو)(?![\u0600-\u06ff])|"
+    r"(?<!\w)(?:возможно|может\s+быть|или)(?!\w)|\?|？",
     re.IGNORECASE,
 )
 _COPULA = re.compile(

@@ -406,6 +406,13 @@ CHOICE_TRAPS = [
 
 _PROSE = "We check each step of the computation once more. " * 8
 NEGATED_MULTILINGUAL = [
+    (_PROSE + "Die Antwort ist $27$ oder $28$.", "27", False),
+    (_PROSE + "Ответ: $27$ или $28$.", "27", False),
+    (_PROSE + "答えはたぶん $27$ です。", "27", False),
+    (_PROSE + "Vậy đáp án là $27$ hoặc $28$.", "27", False),
+    (_PROSE + "Jadi jawabannya mungkin $27$.", "27", False),
+    (_PROSE + "الإجابة هي $27$ أو $28$.", "27", False),
+    (_PROSE + "उत्तर $27$ या $28$ है।", "27", False),
     (_PROSE + "Daher ist die Antwort nicht $27$.", "27", False),
     (_PROSE + "Portanto, a resposta não é $27$.", "27", False),
     (_PROSE + "Quindi la risposta non è $27$.", "27", False),

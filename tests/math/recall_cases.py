@@ -204,6 +204,7 @@ CHOICE_AND_FORMS = [
 
 _PROSE = "We check each step of the computation once more. " * 8
 MULTILINGUAL = [
+    (_PROSE + "हमने गणना किया और उत्तर $27$ है।", "27", True),
     (_PROSE + "Daher ist die Antwort $27$.", "27", True),
     (_PROSE + "Die Antwort lautet $27$.", "27", True),
     (_PROSE + "Portanto, a resposta é $27$.", "27", True),
