@@ -11,6 +11,8 @@ Fixed rules (no switch: every reading but one pays wrong answers):
   Boxes inside code, block quotes, quotations or a restated problem/instruction paragraph are not
   answers (`rubrics.math.regions`). `<answer>` tags and boxes outside them are all commitments:
   they must agree.
+* Languages: answer anchors, hedges ("oder", "или", "たぶん", "या", …) and negations are read in
+  en/zh/fr/es/de/pt/it/ru/ja/ko/hi/tr/vi/id/ar; a hedged statement has no answer.
 * Negation: a candidate in a negated clause (`not \boxed{8}`, `cannot be 8`, `不是 8`, `no es 8`,
   `n'est pas 8`, `ist nicht 8`, `не 8`) or retracted after it (`\boxed{8} is wrong`) is no answer;
   `8, not 9` commits to 8; a candidate introduced as superseded (`at first I got 8`) yields to a
