@@ -162,13 +162,16 @@ def find_boxes(text: str) -> tuple[list[str], bool]:
 
 
 def committed_boxes(text: str) -> tuple[list[str], bool]:
-    """The boxes the text commits to: negated/retracted ones dropped (`not \\boxed{8}`), superseded
-    ones (`at first I got \\boxed{8}`) dropped when a later box stands. Second value: bad (as above)."""
+    """The boxes the text commits to: negated/retracted ones dropped (`not \\boxed{8}`); superseded
+    ones (`at first I got \\boxed{8}`) and rounded restatements (`\\approx \\boxed{0.33}`) dropped
+    when a plain box stands. Second value: bad (as above)."""
     spans, bad = box_spans(text)
     status = [candidate_status(text, a, b) for a, b, _ in spans]
     keep = [c for (_, _, c), st in zip(spans, status, strict=True) if st == "ok"]
-    if not keep:
-        keep = [c for (_, _, c), st in zip(spans, status, strict=True) if st == "superseded"]
+    if not keep:  # with no plain box left, a rounded or superseded one is the answer
+        keep = [
+            c for (_, _, c), st in zip(spans, status, strict=True) if st in ("approximation", "superseded")
+        ]
     return keep, bad
 
 

@@ -136,6 +136,12 @@ _SUPERSEDED_BEFORE = re.compile(
     r"mistakenly|wrongly|originally|before\s+correcting)(?![A-Za-z])[^.;\n]*$",
     re.IGNORECASE,
 )
+# `\boxed{\frac13} \approx \boxed{0.33}`: a rounded restatement of a box that stands
+_APPROX_BEFORE = re.compile(
+    r"(?:\\approx|≈|\\simeq|(?<![A-Za-z])(?:approximately|approx\.?|about|roughly|around|environ|etwa|aproximadamente|"
+    r"примерно|约|大约|約))[\s$\\(\[{]*$",
+    re.IGNORECASE,
+)
 _CLAUSE_BREAK = re.compile(
     r"[.;!?。；\n]|\\boxed|\\fbox|(?<![A-Za-z])(?:so|thus|hence|therefore)(?![A-Za-z])"
 )
@@ -162,6 +168,10 @@ def candidate_status(text: str, start: int, end: int) -> str:
         return "negated"
     if _SUPERSEDED_BEFORE.search(before):
         return "superseded"
+    if _APPROX_BEFORE.search(before) and not re.search(
+        r"(?<![A-Za-z])(?:or|oder|ou|o)(?![A-Za-z])|或", before
+    ):
+        return "approximation"
     return "ok"
 
 

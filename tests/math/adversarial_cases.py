@@ -392,6 +392,9 @@ DOMAIN = [
 ]
 
 CHOICE_TRAPS = [
+    (r"\boxed{5} or approximately \boxed{3}", "5", False),
+    (r"\boxed{\frac{3}{7}} \approx \boxed{0.29}", r"\frac27", False),
+    (r"The value is about \boxed{0.29}.", r"\frac27", False),
     (r"\boxed{D) 64}", "C", False),
     (r"\boxed{(B)\ \frac{5}{8}}", r"\frac38", False),
     (r"\boxed{63}", "(D) 64", False),

@@ -182,6 +182,8 @@ CAS_PROOFS = [
 ]
 
 CHOICE_AND_FORMS = [
+    (r"\boxed{\frac{2}{7}} \approx \boxed{0.29}", r"\frac27", True),
+    (r"\boxed{3\sqrt{2}}, approximately \boxed{4.24}", r"\sqrt{18}", True),
     (r"\boxed{\text{Option D}}", "D", True),
     (r"\boxed{D) 64}", "D", True),
     (r"\boxed{D. 64}", "D", True),
