@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from rubrics.math.extract import _TAG, clean_tail, committed_boxes
-from rubrics.math.regions import final_segment, mask_non_answers
+from rubrics.math.regions import candidate_status, final_segment, mask_non_answers
 
 _LETTER_CORE = r"[\(\[]?\s*(?:\\text\{|\\textbf\{|\\mathrm\{)?\s*\(?([A-J])\)?\s*\}?\s*[\)\]]?"
 _GOLD_LETTER = re.compile(r"^\s*\(?\s*([A-J])\s*\)?(?:[\s.:]|$)")
@@ -63,7 +63,10 @@ def _box_letter(content: str) -> str:
 
 
 def _letter_at(match: re.Match[str], text: str) -> str | None:
+    """The matched letter, unless a hedge follows it or a negation governs it (`cannot be (B)`)."""
     if _MCQ_HEDGE.match(text[match.end() :]):
+        return None
+    if candidate_status(text, match.start(1), match.end(1)) == "negated":
         return None
     return match.group(1)
 
@@ -99,7 +102,7 @@ def extract_letter(text: str) -> str | None:
         return _letter_at(m, seg)
     m = _MCQ_END.search(seg)
     if m:
-        return m.group(1)
+        return _letter_at(m, seg)
     return None
 
 

@@ -119,7 +119,7 @@ NEGATION = re.compile(
 # a candidate is negated when a negation ends its clause's prefix ("… is not \boxed{8}", "不是 8")
 _NEG_BEFORE = re.compile(
     rf"(?:(?<![\w'])(?:{_NEG_WORDS})(?!\w)|不是|并非|而非|不等于)"
-    r"(?:\s|\$|\\\(|\\\[|\*|:|：|,|equal(?:s|\s+to)?|be|equals|es|est|ist|égal\s+à|igual\s+a|равно|等于|为|是)*$",
+    r"(?:\s|\$|\\\(|\\\[|[(\[{]|\\text\{|\\textbf\{|\*|:|：|,|option|choice|equal(?:s|\s+to)?|be|equals|es|est|ist|égal\s+à|igual\s+a|равно|等于|为|是)*$",
     re.IGNORECASE,
 )
 # a candidate retracted right after it ("\boxed{8} is wrong", "\boxed{8}, but that is incorrect")

@@ -392,6 +392,10 @@ DOMAIN = [
 ]
 
 CHOICE_TRAPS = [
+    ("The answer cannot be (B).", "B", False),
+    ("It cannot be B.", "B", False),
+    (r"\boxed{B} is wrong; the answer is \boxed{C}", "B", False),
+    ("答案不是B。", "B", False),
     (r"\boxed{5} or approximately \boxed{3}", "5", False),
     (r"\boxed{\frac{3}{7}} \approx \boxed{0.29}", r"\frac27", False),
     (r"The value is about \boxed{0.29}.", r"\frac27", False),

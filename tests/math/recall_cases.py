@@ -182,6 +182,8 @@ CAS_PROOFS = [
 ]
 
 CHOICE_AND_FORMS = [
+    ("The answer is not (B), it is (C).", "C", True),
+    (r"\boxed{B} is wrong; the answer is \boxed{C}", "C", True),
     (r"\boxed{\frac{2}{7}} \approx \boxed{0.29}", r"\frac27", True),
     (r"\boxed{3\sqrt{2}}, approximately \boxed{4.24}", r"\sqrt{18}", True),
     (r"\boxed{\text{Option D}}", "D", True),
