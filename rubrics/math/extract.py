@@ -33,6 +33,7 @@ from rubrics.math.regions import (
     final_segment,
     mask_non_answers,
 )
+from rubrics.math.spans import match_brace, math_spans, outside_spans, replace_spans, span_matches
 
 _BOX = re.compile(r"\\(?:boxed|fbox)\b\s*")
 _TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
@@ -103,24 +104,6 @@ class Extraction:
     how: str
 
 
-def match_brace(text: str, start: int) -> int:
-    """Index of the `}` closing the `{` at `start`, or -1 when it never closes. Skips `\\{`/`\\}`."""
-    depth, i, n = 0, start, len(text)
-    while i < n:
-        ch = text[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return -1
-
-
 def box_spans(text: str) -> tuple[list[tuple[int, int, str]], bool]:
     """`(start, end, content)` of every `\\boxed`/`\\fbox` in order, and whether one was empty or
     unclosed. An empty box that an instruction names (`put it in \\boxed{}`) is skipped, not bad."""
@@ -175,54 +158,6 @@ def committed_boxes(text: str) -> tuple[list[str], bool]:
     return keep, bad
 
 
-_OPENER = re.compile(r"(?<!\\)\$\$|(?<!\\)\$|\\\(|\\\[|\*\*")
-_CLOSER = {
-    "$$": re.compile(r"(?<!\\)\$\$"),
-    "$": re.compile(r"(?<!\\)\$"),
-    "\\(": re.compile(r"\\\)"),
-    "\\[": re.compile(r"\\\]"),
-    "**": re.compile(r"\*\*"),
-}
-
-
-def span_matches(text: str) -> list[tuple[int, int, str]]:
-    """`(start, end, content)` of every `$…$`, `$$…$$`, `\\(…\\)`, `\\[…\\]`, `**…**` span, left to right.
-
-    Linear time: once a closer is missing after some position it is missing after every later one,
-    so unclosed openers are skipped without rescanning (no quadratic blow-up on hostile input).
-    """
-    out, pos, dead = [], 0, set()
-    while True:
-        m = _OPENER.search(text, pos)
-        if not m:
-            return out
-        opener = m.group(0)
-        if opener in dead:
-            pos = m.end()
-            continue
-        close = _CLOSER[opener].search(text, m.end())
-        if close is None:
-            dead.add(opener)
-            pos = m.end()
-            continue
-        out.append((m.start(), close.end(), text[m.end() : close.start()]))
-        pos = close.end()
-
-
-def math_spans(text: str) -> list[str]:
-    return [c.strip() for _, _, c in span_matches(text)]
-
-
-def _replace_spans(text: str, fn) -> str:
-    parts, last = [], 0
-    for start, end, _ in span_matches(text):
-        parts.append(text[last:start])
-        parts.append(fn(text[start:end]))
-        last = end
-    parts.append(text[last:])
-    return "".join(parts)
-
-
 def _cut_statement(piece: str) -> str:
     piece = _HOPE.split(piece)[0]
     piece = re.split(r"\n\s*\n", piece)[0]
@@ -242,17 +177,12 @@ def _cut_statement(piece: str) -> str:
     return "".join(out).strip()
 
 
-def _outside_spans(text: str) -> str:
-    """The text with every math span blanked (same length), so prose regexes skip math."""
-    return _replace_spans(text, lambda span: " " * len(span))
-
-
 def _after_copula(piece: str) -> str:
     from rubrics.math.structure import _depths
 
     if piece.startswith("(") and piece.endswith(")") and piece.count("(") == 1:
         piece = piece[1:-1].strip()
-    prose = _outside_spans(piece)
+    prose = outside_spans(piece)
     depth = _depths(prose)
     last = None
     for m in _COPULA.finditer(prose):
@@ -273,15 +203,15 @@ def _statement_answers(piece: str, *, unique: bool) -> tuple[str, ...] | None:
     piece = _after_copula(whole)
     head = whole[: len(whole) - len(piece)] if whole.endswith(piece) else ""
     earlier = [m.end() for m in _CANDIDATE.finditer(head)]  # a negation before an earlier candidate
-    if NEGATION.search(_outside_spans(head[earlier[-1] if earlier else 0 :] + " " + piece)):
+    if NEGATION.search(outside_spans(head[earlier[-1] if earlier else 0 :] + " " + piece)):
         return None
     if not piece:
         return None
-    if _HEDGE.search(_outside_spans(piece)):
+    if _HEDGE.search(outside_spans(piece)):
         return None
     spans = [s for s in math_spans(piece) if s]
     if spans:
-        prose = _outside_spans(piece)
+        prose = outside_spans(piece)
         if unique and len(spans) > 1 and re.search(r"[A-Za-z]{3,}", prose.replace("and", "")):
             return None
         return tuple(spans)
@@ -310,7 +240,7 @@ def _anchor_answer(text: str) -> tuple[str, ...] | None:
     if boxes:
         return tuple(boxes)
     spans = [s for s in math_spans(piece) if s]
-    if spans and not _outside_spans(piece).strip(" ,.;\"'"):
+    if spans and not outside_spans(piece).strip(" ,.;\"'"):
         return tuple(spans)
     return _statement_answers(piece, unique=False)
 
@@ -351,7 +281,7 @@ def _bare_answer(seg: str) -> str | None:
     if not s or len(s) > 300:
         return None
     spans = math_spans(s)
-    outside = _outside_spans(s).strip(" .,;")
+    outside = outside_spans(s).strip(" .,;")
     if len(spans) == 1 and not outside:
         return spans[0]
     if len(spans) == 1 and re.fullmatch(
@@ -394,14 +324,14 @@ def _fallback_answer(text: str) -> tuple[str, ...] | None:
 def _copula_at_top(piece: str) -> bool:
     from rubrics.math.structure import _depths
 
-    prose = _outside_spans(piece)
+    prose = outside_spans(piece)
     depth = _depths(prose)
     return any(depth[m.start()] == 0 for m in _COPULA.finditer(prose))
 
 
 def _outside_spans_keep(text: str) -> str:
     """Protect sentence splitting from periods/newlines inside math spans (kept, but newline-free)."""
-    return _replace_spans(text, lambda span: span.replace("\n", " ").replace(". ", ".\u00a0"))
+    return replace_spans(text, lambda span: span.replace("\n", " ").replace(". ", ".\u00a0"))
 
 
 def clean_tail(text: str) -> str:
