@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 r"""Math verifier benchmark: rubrics.math vs math-verify (gold wrapped in \boxed{}), same run, same cases.
 
-    python benchmarks/math_bench.py [--workers 2] [--repeat 1] [--only public|adversarial]
+    python benchmarks/math_bench.py [--workers 2] [--repeat 1] [--only public|adversarial|recall] [--in-thread]
 
-Cases: `benchmarks/data/math_cases.jsonl` (public, labelled; `ambiguous` ones left out of the headline)
-and `tests/math/adversarial_cases.py` (our hostile suite). Each verifier runs in `--workers` forked
+Cases: `benchmarks/data/math_cases.jsonl` (public, labelled; `ambiguous` ones left out of the headline),
+`tests/math/adversarial_cases.py` (our hostile suite) and `tests/math/recall_cases.py` (correct answers
+in real-output shapes, by class). `--in-thread` makes every call from a non-main thread. Each verifier runs in `--workers` forked
 processes that pull cases from a shared queue; latency is measured around each call, throughput is
 checks per second of wall time after every worker has warmed up. A check slower than `--limit` seconds
 counts as a timeout (its verdict is still recorded). Prints one table; ratios are against math-verify.
@@ -71,30 +72,40 @@ def load_cases(only: str | None) -> list[dict]:
         for line in (ROOT / "benchmarks" / "data" / "math_cases.jsonl").read_text().splitlines():
             c = json.loads(line)
             cases.append({**c, "set": "public"})
-    if only in (None, "adversarial"):
-        from tests.math.adversarial_cases import ALL
+    from tests.math import adversarial_cases, recall_cases
 
-        for group, items in ALL.items():
+    for name, module in (("adversarial", adversarial_cases), ("recall", recall_cases)):
+        if only not in (None, name):
+            continue
+        for group, items in module.ALL.items():
             for i, (pred, gold, expected) in enumerate(items):
                 cases.append(
                     {
-                        "id": f"adv-{group}-{i}",
+                        "id": f"{name[:3]}-{group}-{i}",
                         "pred": pred,
                         "gold": gold,
                         "expected": expected,
                         "ambiguous": False,
                         "source": group,
-                        "set": "adversarial",
+                        "set": name,
                     }
                 )
     return cases
 
 
-def _worker(name: str, cases: list[dict], queue, results, ready, go) -> None:
+def _worker(name: str, cases: list[dict], queue, results, ready, go, in_thread: bool) -> None:
     import logging
+    from concurrent.futures import ThreadPoolExecutor
 
     logging.disable(logging.CRITICAL)
     fn = VERIFIERS[name]
+    if in_thread:
+        pool = ThreadPoolExecutor(1)
+        direct = fn
+
+        def fn(pred: str, gold: str) -> bool:
+            return pool.submit(direct, pred, gold).result()
+
     for p, g in WARMUP:
         try:
             fn(p, g)
@@ -114,11 +125,12 @@ def _worker(name: str, cases: list[dict], queue, results, ready, go) -> None:
         results.put((idx, verdict, time.perf_counter() - t0, err))
 
 
-def run(name: str, cases: list[dict], workers: int, repeat: int) -> dict:
+def run(name: str, cases: list[dict], workers: int, repeat: int, in_thread: bool = False) -> dict:
     ctx = mp.get_context("fork")
     queue, results, ready, go = ctx.Queue(), ctx.Queue(), ctx.Queue(), ctx.Event()
     procs = [
-        ctx.Process(target=_worker, args=(name, cases, queue, results, ready, go)) for _ in range(workers)
+        ctx.Process(target=_worker, args=(name, cases, queue, results, ready, go, in_thread))
+        for _ in range(workers)
     ]
     for p in procs:
         p.start()
@@ -157,42 +169,55 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=1, help="run the case list this many times (throughput)")
     ap.add_argument("--limit", type=float, default=2.0, help="seconds; a slower check counts as a timeout")
-    ap.add_argument("--only", choices=["public", "adversarial"])
+    ap.add_argument("--only", choices=["public", "adversarial", "recall"])
+    ap.add_argument("--in-thread", action="store_true", help="call each verifier from a non-main thread")
     args = ap.parse_args()
     cases = load_cases(args.only)
     rows = []
+    load_start = open("/proc/loadavg").read().split()[:3]
     for name in VERIFIERS:
-        r = run(name, cases, args.workers, args.repeat)
+        r = run(name, cases, args.workers, args.repeat, args.in_thread)
         v = r["verdicts"]
         headline = score(cases, v, lambda c: c["set"] == "public" and not c["ambiguous"])
         adv = score(cases, v, lambda c: c["set"] == "adversarial")
+        rec = score(cases, v, lambda c: c["set"] == "recall")
         subsets = [
             score(cases, v, lambda c, f=f: c["set"] == "public" and not c["ambiguous"] and f(c["source"]))
             for f in SUBSETS.values()
         ]
         slow = sum(1 for dt in r["latencies"] if dt > args.limit)
         errors = sum(1 for _, _, err in v.values() if err)
-        rows.append((name, headline, subsets, adv, slow, errors, r))
-    base = rows[-1][6]
+        rows.append((name, headline, subsets, adv, rec, slow, errors, r))
+    base = rows[-1][7]
+    load_end = open("/proc/loadavg").read().split()[:3]
     print(
         f"cases: {len(cases)} ({args.workers} workers, repeat {args.repeat}, limit {args.limit}s, "
-        f"cpus {os.cpu_count()})\n"
+        f"cpus {os.cpu_count()}, in-thread {args.in_thread}); load average "
+        f"{' '.join(load_start)} at start, {' '.join(load_end)} at end\n"
     )
     head = (
         "| verifier | public acc | FP/FN | " + " | ".join(SUBSETS) + " | adversarial acc | adv FP | "
+        "recall acc | recall FP/FN | "
         ">limit | errors | p50 ms | p99 ms | max ms | checks/s | throughput vs math-verify |"
     )
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
-    for name, (n, right, fp, fn), subsets, (an, aright, afp, _), slow, errors, r in rows:
+    for name, (n, right, fp, fn), subsets, (an, aright, afp, _), (
+        rn,
+        rright,
+        rfp,
+        rfn,
+    ), slow, errors, r in rows:
         lat = r["latencies"]
         tput = r["checks"] / r["wall"]
         ratio = tput / (base["checks"] / base["wall"])
         sub = " | ".join(f"{sr / sn * 100:.1f}%" if sn else "-" for sn, sr, _, _ in subsets)
         public = f"{right / n * 100:.1f}%" if n else "-"
         adv_acc = f"{aright / an * 100:.1f}%" if an else "-"
+        rec_acc = f"{rright / rn * 100:.1f}%" if rn else "-"
         print(
-            f"| {name} | {public} | {fp}/{fn} | {sub} | {adv_acc} | {afp} | {slow} | {errors} | "
+            f"| {name} | {public} | {fp}/{fn} | {sub} | {adv_acc} | {afp} | {rec_acc} | {rfp}/{rfn} | "
+            f"{slow} | {errors} | "
             f"{pct(0.5, lat):.2f} | {pct(0.99, lat):.1f} | {max(lat) * 1000:.0f} | {tput:.0f} | "
             f"{ratio:.2f}x |"
         )

@@ -6,7 +6,10 @@ its reason; `MathRubric` turns verdicts into tri-state `RewardResult`s.
 Modules, in the order a check runs through them:
   extract.py    which text is the answer (think blocks, boxes, tags, anchors); choice.py MCQ letters
   normalize.py  string canonicalisation (unicode, LaTeX spacing, units, separators)
-  structure.py  answer structure (sets, tuples, intervals, matrices, equations) and its comparison
+  structure.py  answer structure (sets, tuples, intervals, matrices, equations); compare.py compares two
+  intervals.py  subsets of the line as merged intervals; units.py units and magnitude words
+  numerals.py   localised digits and separators, repeating decimals, mixed numbers
+  regions.py    reasoning blocks, quoted/code regions, negated candidates; spans.py math spans, braces
   numeric.py    exact rationals and the gold-precision tolerance rule
   pool.py       pre-started CAS worker processes with parent-enforced deadlines
   worker.py, cas.py, reader.py  the CAS side: whole-input LaTeX reader, guards, sympy equality

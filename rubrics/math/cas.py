@@ -76,6 +76,8 @@ def _namespace(symbols: set[str]) -> dict:
             "Symbol",
         )
     }
+    ns["sign"] = sp.sign
+    ns["cis"] = lambda x: sp.exp(sp.I * x)
     for name in symbols:
         ns[name] = sp.Symbol(name)
     return ns
@@ -105,7 +107,7 @@ def _bits(e) -> float:
             raise TooComplex("factorial too large")
         out = 2.0**n * n
     elif isinstance(e, sp.exp):
-        x = _bits(e.args[0])
+        x = _bits(e.args[0].xreplace({sp.I: sp.Integer(0)}))  # |e^{a+bi}| = e^a
         if x > 20:
             raise TooComplex("exp too large")
         out = 2.0**x * 1.5
@@ -133,7 +135,32 @@ def to_sympy(text: str):
         evaluate=False,
     )
     _bits(lazy)
-    return parse_expr(code, local_dict=dict(ns), global_dict={"__builtins__": {}}, transformations=transforms)
+    expr = parse_expr(code, local_dict=dict(ns), global_dict={"__builtins__": {}}, transformations=transforms)
+    return _real_roots(expr)
+
+
+def _odd_root_power(e) -> bool:
+    return (
+        e.is_Pow
+        and e.exp.is_Rational
+        and e.exp.q % 2 == 1
+        and e.exp.q > 1
+        and not e.base.is_nonnegative
+        and not isinstance(e.base, _sympy()[0].Abs)
+        and e.base.is_real is not False
+    )
+
+
+def _real_roots(expr):
+    """Powers with an odd denominator read over the reals: `x^{2/3}` = (∛x)², `(t^3)^{1/3}` = t,
+    `(-8)^{1/3}` = -2 (never the principal complex branch)."""
+    sp = _sympy()[0]
+    if not expr.has(sp.Pow):
+        return expr
+    return expr.replace(
+        _odd_root_power,
+        lambda e: (sp.sign(e.base) if e.exp.p % 2 else 1) * sp.Abs(e.base) ** e.exp,
+    )
 
 
 def _plain_num(text: str) -> Num | None:
@@ -156,6 +183,11 @@ _POINTS = (
     (1.3077, 0.4336, 2.3426, 3.5784, 2.7694),
     (0.6715, 1.2075, 0.7172, 1.6302, 0.4889),
     (2.0347, 0.7269, 1.3034, 0.2939, 1.7873),
+    # mixed signs: an identity that holds only for positive values (sqrt(y^2) = y) fails here
+    (-0.8637, 0.0774, -1.2141, -1.1135, 0.3252),
+    (1.5326, -0.7697, 0.3714, -0.2256, -1.0891),
+    (-1.7254, -0.3034, 0.2939, 0.8884, -1.1471),
+    (-0.6156, 0.7481, -0.1924, -1.4023, 1.4193),
 )
 
 
@@ -238,7 +270,7 @@ def values_equal(pred: str, gold: str) -> bool:
             return False
         # numerically zero to 45 digits: only an exact simplification proves it (no numeric acceptance,
         # so near-identities such as sqrt(10^400 + 1) vs 10^200 are never accepted)
-        return sp.simplify(diff) == 0
+        return _proved_zero(diff, p, g)
     floats = bool(p_num or g_num or p.has(sp.Float) or g.has(sp.Float))
     diff = p - g
     if not diff.free_symbols:  # the symbols cancelled: an exact constant decides
@@ -248,15 +280,55 @@ def values_equal(pred: str, gold: str) -> bool:
         return False
     if len(pairs) >= 2 and (floats or all(isinstance(a, sp.Basic) for a, _ in pairs)):
         return True  # exact agreement of rational functions at 4 rational points, or within float tolerance
-    # transcendental or radical: numerically equal, so only an exact simplification may accept
-    positive = {s: sp.Symbol(s.name, positive=True) for s in free}
-    return sp.simplify(diff.xreplace(positive)) == 0
+    # transcendental or radical: numerically equal at points of both signs, so only an exact
+    # simplification over the reals may accept (never over positive symbols: sqrt(y^2) is |y|)
+    real = {s: sp.Symbol(s.name, real=True) for s in free}
+    return _proved_zero(diff.xreplace(real))
+
+
+_TRIG_FUNCS = ("sin", "cos", "tan", "sec", "csc", "cot")
+
+
+def _proved_zero(diff, p=None, g=None) -> bool:
+    """An exact proof that `diff` (= p − g) is 0, cheapest first: expansion; for constants,
+    equal squares of two same-sign reals (denesting: √(5+2√6) = √2+√3); for trig, a rational
+    function of e^{iθ} that cancels; exponentials of i·θ as cos + i·sin; finally `simplify`."""
+    sp = _sympy()[0]
+    if sp.expand(diff) == 0:
+        return True
+    if p is not None and not diff.free_symbols and _same_sign_real(p, g):
+        squares = sp.expand(p**2 - g**2)
+        if squares == 0:
+            return True
+        if squares.is_Rational:
+            return False  # same-sign reals with different squares: √(10⁴⁰⁰+1) ≠ 10²⁰⁰
+    if any(diff.has(getattr(sp, f)) for f in _TRIG_FUNCS):
+        rational = sp.cancel(sp.expand(diff.rewrite(sp.exp)))
+        if rational == 0:
+            return True
+        if rational.is_Rational:
+            return False  # a nonzero constant: sin²x + cos²x + 10⁻⁶⁰ − 1
+    if diff.has(sp.I) and diff.has(sp.exp) and sp.simplify(sp.expand_complex(diff)) == 0:
+        return True
+    if diff.has(sp.sign):  # real roots: sign(u)^2 and sign(u^2) are 1 wherever u ≠ 0
+        diff = diff.replace(
+            lambda e: (
+                (e.is_Pow and isinstance(e.base, sp.sign) and e.exp.is_even)
+                or (isinstance(e, sp.sign) and e.args[0].is_nonnegative)
+            ),
+            lambda e: sp.Integer(1),
+        )
+    return sp.simplify(diff) == 0
+
+
+def _same_sign_real(p, g) -> bool:
+    a, b = _finite(p.evalf(30)), _finite(g.evalf(30))
+    return a is not None and b is not None and a.imag == 0 == b.imag and a.real * b.real > 0
 
 
 def _constant_zero(diff, p, g, free) -> bool:
-    sp = _sympy()[0]
     d = _finite(diff.evalf(60))
-    return d is not None and abs(d) < 1e-45 and sp.simplify(diff) == 0
+    return d is not None and abs(d) < 1e-45 and _proved_zero(diff, p, g)
 
 
 def _frac(r):

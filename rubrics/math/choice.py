@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-from rubrics.math.extract import _TAG, clean_tail, find_boxes
-from rubrics.text import final_segment
+from rubrics.math.extract import _TAG, clean_tail, committed_boxes
+from rubrics.math.regions import candidate_status, final_segment, mask_non_answers
 
 _LETTER_CORE = r"[\(\[]?\s*(?:\\text\{|\\textbf\{|\\mathrm\{)?\s*\(?([A-J])\)?\s*\}?\s*[\)\]]?"
 _GOLD_LETTER = re.compile(r"^\s*\(?\s*([A-J])\s*\)?(?:[\s.:]|$)")
@@ -51,18 +51,22 @@ def _box_letter(content: str) -> str:
     """`C`, `(C)`, `\\text{(C)}`, `\\textbf{(C) } 12` → `C`; anything else is returned unchanged."""
     plain = re.sub(r"\\(?:text|textbf|mathrm|mathbf)\s*\{([^{}]*)\}", r"\1", content).strip()
     plain = re.sub(r"\\[ ,;!]|[{}$]", " ", plain).strip()
+    plain = re.sub(r"^(?:option|choice|answer)\s*[:：]?\s*", "", plain, flags=re.IGNORECASE)
     m = re.fullmatch(r"\(?([A-J])\)?\.?", plain)
     if m:
         return m.group(1)
-    m = re.match(r"\(([A-J])\)\s", plain + " ")
+    m = re.match(r"\(([A-J])\)\s|([A-J])[).:]\s", plain + " ")
     others = re.search(
         r"\([A-J]\)|(?<![A-Za-z])(?:or|and)\s+\(?[A-J]\)?(?![A-Za-z])|/\s*\(?[A-J]\b", plain[3:]
     )
-    return m.group(1) if m and not others else content
+    return (m.group(1) or m.group(2)) if m and not others else content
 
 
 def _letter_at(match: re.Match[str], text: str) -> str | None:
+    """The matched letter, unless a hedge follows it or a negation governs it (`cannot be (B)`)."""
     if _MCQ_HEDGE.match(text[match.end() :]):
+        return None
+    if candidate_status(text, match.start(1), match.end(1)) == "negated":
         return None
     return match.group(1)
 
@@ -72,8 +76,8 @@ def extract_letter(text: str) -> str | None:
     seg = final_segment(text)
     if seg is None:
         return None
-    seg = clean_tail(seg)
-    boxes, bad = find_boxes(seg)
+    seg = mask_non_answers(clean_tail(seg))
+    boxes, bad = committed_boxes(seg)
     if bad:
         return None
     if boxes:
@@ -98,5 +102,22 @@ def extract_letter(text: str) -> str | None:
         return _letter_at(m, seg)
     m = _MCQ_END.search(seg)
     if m:
-        return m.group(1)
+        return _letter_at(m, seg)
     return None
+
+
+_OPTION_LABEL = re.compile(
+    r"^\s*(?:\\text(?:bf)?\s*\{\s*)?(?:\(([A-J])\)|([A-J])[).:])\s*\}?\s*(?:\\[ ,;:!]|~|\s)*(?=\S)"
+)
+
+
+def option_text(answer: str) -> str:
+    """An answer without its leading option label: `(D)\\ \\frac25` → `\\frac25`, `B) 40` → `40`."""
+    m = _OPTION_LABEL.match(answer)
+    return answer[m.end() :] if m else answer
+
+
+def gold_option_text(gold_answer: str) -> str | None:
+    """The text after a multiple-choice gold's letter (`(D) Alina` → `Alina`), else None."""
+    rest = option_text(gold_answer.strip().strip("$"))
+    return rest.strip() if rest != gold_answer.strip().strip("$") and rest.strip() else None

@@ -1,16 +1,22 @@
 r"""Which part of a completion is the answer (the extraction policy, stated once).
 
-Order, on the text after the last `</think>` only (`rubrics.text.final_segment`; an unclosed think
-block holds no answer):
+Order, on the text after the last closed reasoning block only (`rubrics.math.regions.final_segment`:
+`<think>`, `<thinking>`, `<reasoning>`, `<|begin_of_thought|>`, …; an unclosed block holds no
+answer), with code, block quotes, boxed quotations and restated problems blanked first
+(`rubrics.math.regions.mask_non_answers`):
 
-1. `\boxed{…}` / `\fbox{…}` / `\boxed 5` with real brace matching. Every box counts: distinct boxes
-   form a multi-answer that must equal the gold as a whole (so `\boxed{3} or \boxed{5}` never
-   matches `3`), agreeing duplicates collapse. An empty or unclosed box means no answer.
-2. `<answer>…</answer>` tags, with the same all-must-agree rule as boxes.
+1. `\boxed{…}` / `\fbox{…}` / `\boxed 5` with real brace matching. Every committed box counts:
+   distinct boxes form a multi-answer that must equal the gold as a whole (so `\boxed{3} or
+   \boxed{5}` never matches `3`; several forms of one answer each match it), agreeing duplicates
+   collapse. A negated or retracted box (`not \boxed{8}`, `\boxed{8} is wrong`) is dropped, a
+   superseded one (`at first I got \boxed{8}`) yields to a later box. An empty or unclosed box
+   means no answer (an empty box named by an instruction, `in \boxed{}`, is skipped).
+2. `<answer>…</answer>` tags; boxes outside the tags are further commitments that must agree.
 3. The last "final answer is" / "the answer is" / "Answer:" anchor (also `réponse est`, `答案是`):
-   the statement after it, cut at the copula ("…volume is 120" → `120`).
+   the statement after it, cut at the copula ("…volume is 120" → `120`); a negated statement
+   (`is not 8`, `不是 8`) has no answer, `7, not 8` and `not 8 but 7` commit to 7.
 4. Optional (`MathPolicy.prose_fallback`): the final statement, only when it holds exactly one
-   candidate, no hedge word and no grader-directed text. Never "the last number anywhere".
+   candidate, no hedge or negation and no grader-directed text. Never "the last number anywhere".
 
 Multiple-choice golds (a single letter A–J) use `rubrics.math.choice` instead.
 """
@@ -20,14 +26,24 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from rubrics.text import final_segment
+from rubrics.math.regions import (
+    NEGATION,
+    candidate_status,
+    drop_negated_tails,
+    final_segment,
+    mask_non_answers,
+)
+from rubrics.math.spans import match_brace, math_spans, outside_spans, replace_spans, span_matches
 
 _BOX = re.compile(r"\\(?:boxed|fbox)\b\s*")
 _TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _ANCHOR = re.compile(
     r"(?:final\s+answer|the\s+answer|answer)\s*(?:is|are|should\s+be|would\s+be|:|：|=)\s*"
     r"|\banswer\s*(?=\$|\\\(|\\\[)"
-    r"|réponse\s*(?:est|:|：)\s*|答案\s*(?:是|为|:|：)\s*",
+    r"|réponse\s*(?:est|:|：)\s*|答案\s*(?:是|为|:|：)\s*"
+    r"|(?:respuesta|resposta|risposta|antwort|ответ|答え|정답|답|उत्तर|cevap|yanıt|đáp\s+án|jawaban(?:nya)?|الإجابة|الجواب)"
+    r"(?:\s+final[e]?)?\s*(?:es|é|è|ist|lautet|est|là|adalah|هي|है|は|은|는|:|：|=)?\s*"
+    r"(?=\$|\\\(|\\\[|\d|-\s*\d|\*\*|\\boxed)",
     re.IGNORECASE,
 )
 _CHAT_JUNK = re.compile(r"<\|(?:im_start|im_end|endoftext|eot_id)\|>.*", re.DOTALL)
@@ -40,7 +56,10 @@ _INJECTION = re.compile(
 )
 _HEDGE = re.compile(
     r"(?<![A-Za-z])(?:or|maybe|perhaps|either|probably|possibly|might|could\s+be|not\s+sure|between|"
-    r"unsure|guess|not|n't|ou|oder|o)(?![A-Za-z])|或|可能|不是|\?|？",
+    r"unsure|guess|not|n't|ou|oder|o|vielleicht|talvez|forse|quizás|quizá|peut-être|belki|mungkin|atau|veya|"
+    r"oppure|hoặc)(?![A-Za-z])|có\s+lẽ|tal\s+vez|ya\s+da|或|可能|也许|大概|不是|たぶん|多分|または|아마|또는|"
+    r"(?<![\u0900-\u097f])(?:शायद|या)(?![\u0900-\u097f])|(?<![\u0600-\u06ff])(?:ربما|أو)(?![\u0600-\u06ff])|"
+    r"(?<!\w)(?:возможно|может\s+быть|или)(?!\w)|\?|？",
     re.IGNORECASE,
 )
 _COPULA = re.compile(
@@ -58,6 +77,25 @@ _CANDIDATE = re.compile(
 )
 
 
+_ANCHOR_KEY = re.compile(
+    "answer|réponse|答案|respuesta|resposta|risposta|antwort|ответ|答え|답|उत्तर|cevap|yanıt|đáp|jawaban|الإجابة|الجواب",
+    re.IGNORECASE,
+)
+
+
+def last_anchor(text: str) -> re.Match[str] | None:
+    """The last `_ANCHOR` match, found from the end: every anchor contains an `_ANCHOR_KEY`, so only
+    the windows around those words are matched (no regex scan of long prose)."""
+    for pos in reversed([m.start() for m in _ANCHOR_KEY.finditer(text)]):
+        found = None
+        for m in _ANCHOR.finditer(text, max(0, pos - 24), pos + 80):
+            if m.start() <= pos < m.end():
+                found = m
+        if found is not None:
+            return found
+    return None
+
+
 @dataclass(frozen=True)
 class Extraction:
     """`answers` is None when the text holds no gradable answer; `how` names the rule used."""
@@ -66,26 +104,9 @@ class Extraction:
     how: str
 
 
-def match_brace(text: str, start: int) -> int:
-    """Index of the `}` closing the `{` at `start`, or -1 when it never closes. Skips `\\{`/`\\}`."""
-    depth, i, n = 0, start, len(text)
-    while i < n:
-        ch = text[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return -1
-
-
-def find_boxes(text: str) -> tuple[list[str], bool]:
-    """Contents of every `\\boxed`/`\\fbox` in order, and whether one was empty or unclosed."""
+def box_spans(text: str) -> tuple[list[tuple[int, int, str]], bool]:
+    """`(start, end, content)` of every `\\boxed`/`\\fbox` in order, and whether one was empty or
+    unclosed. An empty box that an instruction names (`put it in \\boxed{}`) is skipped, not bad."""
     boxes, bad, pos = [], False, 0
     while True:
         m = _BOX.search(text, pos)
@@ -107,57 +128,34 @@ def find_boxes(text: str) -> tuple[list[str], bool]:
             content = tok.group(0).rstrip(".,;")
             pos = i + tok.end()
         if content:
-            boxes.append(content)
-        else:
+            boxes.append((m.start(), pos, content))
+        elif not _INSTRUCTION_BEFORE.search(text[max(0, m.start() - 40) : m.start()]):
             bad = True
 
 
-_OPENER = re.compile(r"(?<!\\)\$\$|(?<!\\)\$|\\\(|\\\[|\*\*")
-_CLOSER = {
-    "$$": re.compile(r"(?<!\\)\$\$"),
-    "$": re.compile(r"(?<!\\)\$"),
-    "\\(": re.compile(r"\\\)"),
-    "\\[": re.compile(r"\\\]"),
-    "**": re.compile(r"\*\*"),
-}
+_INSTRUCTION_BEFORE = re.compile(
+    r"(?:in|within|inside|into|with|using|use)\s+(?:an?\s+|the\s+)?\$?\s*$", re.I
+)
 
 
-def span_matches(text: str) -> list[tuple[int, int, str]]:
-    """`(start, end, content)` of every `$…$`, `$$…$$`, `\\(…\\)`, `\\[…\\]`, `**…**` span, left to right.
-
-    Linear time: once a closer is missing after some position it is missing after every later one,
-    so unclosed openers are skipped without rescanning (no quadratic blow-up on hostile input).
-    """
-    out, pos, dead = [], 0, set()
-    while True:
-        m = _OPENER.search(text, pos)
-        if not m:
-            return out
-        opener = m.group(0)
-        if opener in dead:
-            pos = m.end()
-            continue
-        close = _CLOSER[opener].search(text, m.end())
-        if close is None:
-            dead.add(opener)
-            pos = m.end()
-            continue
-        out.append((m.start(), close.end(), text[m.end() : close.start()]))
-        pos = close.end()
+def find_boxes(text: str) -> tuple[list[str], bool]:
+    """Contents of every `\\boxed`/`\\fbox` in order, and whether one was empty or unclosed."""
+    spans, bad = box_spans(text)
+    return [c for _, _, c in spans], bad
 
 
-def math_spans(text: str) -> list[str]:
-    return [c.strip() for _, _, c in span_matches(text)]
-
-
-def _replace_spans(text: str, fn) -> str:
-    parts, last = [], 0
-    for start, end, _ in span_matches(text):
-        parts.append(text[last:start])
-        parts.append(fn(text[start:end]))
-        last = end
-    parts.append(text[last:])
-    return "".join(parts)
+def committed_boxes(text: str) -> tuple[list[str], bool]:
+    """The boxes the text commits to: negated/retracted ones dropped (`not \\boxed{8}`); superseded
+    ones (`at first I got \\boxed{8}`) and rounded restatements (`\\approx \\boxed{0.33}`) dropped
+    when a plain box stands. Second value: bad (as above)."""
+    spans, bad = box_spans(text)
+    status = [candidate_status(text, a, b) for a, b, _ in spans]
+    keep = [c for (_, _, c), st in zip(spans, status, strict=True) if st == "ok"]
+    if not keep:  # with no plain box left, a rounded or superseded one is the answer
+        keep = [
+            c for (_, _, c), st in zip(spans, status, strict=True) if st in ("approximation", "superseded")
+        ]
+    return keep, bad
 
 
 def _cut_statement(piece: str) -> str:
@@ -179,17 +177,12 @@ def _cut_statement(piece: str) -> str:
     return "".join(out).strip()
 
 
-def _outside_spans(text: str) -> str:
-    """The text with every math span blanked (same length), so prose regexes skip math."""
-    return _replace_spans(text, lambda span: " " * len(span))
-
-
 def _after_copula(piece: str) -> str:
     from rubrics.math.structure import _depths
 
     if piece.startswith("(") and piece.endswith(")") and piece.count("(") == 1:
         piece = piece[1:-1].strip()
-    prose = _outside_spans(piece)
+    prose = outside_spans(piece)
     depth = _depths(prose)
     last = None
     for m in _COPULA.finditer(prose):
@@ -204,21 +197,29 @@ def _after_copula(piece: str) -> str:
 
 
 def _statement_answers(piece: str, *, unique: bool) -> tuple[str, ...] | None:
-    """Answer(s) inside one statement: its math spans, else its one numeric candidate."""
-    piece = _after_copula(piece.strip())
+    """Answer(s) inside one statement: its math spans, else its one numeric candidate. A negated
+    statement (`cannot be 8`, `不是 8`, `no es 8`) has none; `7, not 8` commits to 7."""
+    whole = drop_negated_tails(piece.strip())
+    piece = _after_copula(whole)
+    head = whole[: len(whole) - len(piece)] if whole.endswith(piece) else ""
+    earlier = [m.end() for m in _CANDIDATE.finditer(head)]  # a negation before an earlier candidate
+    if NEGATION.search(outside_spans(head[earlier[-1] if earlier else 0 :] + " " + piece)):
+        return None
     if not piece:
         return None
-    if _HEDGE.search(_outside_spans(piece)):
+    if _HEDGE.search(outside_spans(piece)):
         return None
     spans = [s for s in math_spans(piece) if s]
     if spans:
-        prose = _outside_spans(piece)
+        prose = outside_spans(piece)
         if unique and len(spans) > 1 and re.search(r"[A-Za-z]{3,}", prose.replace("and", "")):
             return None
         return tuple(spans)
     text = piece.strip().rstrip(".;:,!")
     if not text:
         return None
+    if re.fullmatch(r"[*_]*([^\W\d_]{1,15})[*_]*", text):  # one word: `Answer: Yes`
+        return (text.strip("*_"),)
     if not re.search(r"[A-Za-z\u00C0-\uFFFF]{3,}", re.sub(r"\\[A-Za-z]+", "", text)):
         return (text,)
     cands = list(dict.fromkeys(c.strip() for c in _CANDIDATE.findall(text)))
@@ -228,9 +229,7 @@ def _statement_answers(piece: str, *, unique: bool) -> tuple[str, ...] | None:
 
 
 def _anchor_answer(text: str) -> tuple[str, ...] | None:
-    last = None
-    for m in _ANCHOR.finditer(text):
-        last = m
+    last = last_anchor(text)
     if last is None:
         return None
     rest = text[last.end() :].lstrip(" :")
@@ -241,114 +240,39 @@ def _anchor_answer(text: str) -> tuple[str, ...] | None:
     if boxes:
         return tuple(boxes)
     spans = [s for s in math_spans(piece) if s]
-    if spans and not _outside_spans(piece).strip(" ,.;\"'"):
+    if spans and not outside_spans(piece).strip(" ,.;\"'"):
         return tuple(spans)
     return _statement_answers(piece, unique=False)
 
 
 def _late_anchor(seg: str) -> tuple[str, ...] | None:
     """An anchored answer written after the last box (the completion's final commitment)."""
-    last_box = last_anchor = None
+    last_box = None
     for m in _BOX.finditer(seg):
         last_box = m
-    for m in _ANCHOR.finditer(seg):
-        last_anchor = m
-    if last_box is None or last_anchor is None or last_anchor.start() < last_box.start():
+    anchor = last_anchor(seg)
+    if last_box is None or anchor is None or anchor.start() < last_box.start():
         return None
     end = (
         match_brace(seg, last_box.end())
         if seg[last_box.end() : last_box.end() + 1] == "{"
         else last_box.end()
     )
-    if last_anchor.start() < end:
+    if anchor.start() < end:
         return None
-    return _anchor_answer(seg[last_anchor.start() :])
+    return _anchor_answer(seg[anchor.start() :])
 
 
 _PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}|[^\x00-\x7f]{2,}")
-_KNOWN_WORDS = {
-    "sqrt",
-    "frac",
-    "infty",
-    "cdot",
-    "times",
-    "left",
-    "right",
-    "begin",
-    "end",
-    "pmatrix",
-    "bmatrix",
-    "matrix",
-    "array",
-    "text",
-    "mathrm",
-    "textbf",
-    "boxed",
-    "arcsin",
-    "arccos",
-    "arctan",
-    "sinh",
-    "cosh",
-    "tanh",
-    "percent",
-    "percentage",
-    "emptyset",
-    "varnothing",
-    "sin",
-    "cos",
-    "tan",
-    "sec",
-    "csc",
-    "cot",
-    "log",
-    "exp",
-    "max",
-    "min",
-    "gcd",
-    "lcm",
-    "mod",
-    "det",
-    "and",
-    "pct",
-    "deg",
-    "pmod",
-    "cup",
-    "cap",
-    "units",
-    "unit",
-    "square",
-    "cubic",
-    "feet",
-    "foot",
-    "inches",
-    "inch",
-    "meters",
-    "meter",
-    "metres",
-    "miles",
-    "mile",
-    "yards",
-    "degrees",
-    "degree",
-    "dollars",
-    "dollar",
-    "cents",
-    "yuan",
-    "euros",
-    "hours",
-    "hour",
-    "minutes",
-    "seconds",
-    "days",
-    "weeks",
-    "years",
-    "grams",
-    "kilograms",
-    "liters",
-    "litres",
-    "points",
-    "mph",
-}
+_KNOWN_WORDS = frozenset(
+    (
+        "sqrt frac infty cdot times left right begin end pmatrix bmatrix matrix array text mathrm textbf "
+        "boxed arcsin arccos arctan sinh cosh tanh percent percentage emptyset varnothing sin cos tan sec "
+        "csc cot log exp max min gcd lcm mod det and pct deg pmod cup cap units unit square cubic feet "
+        "foot inches inch meters meter metres miles mile yards degrees degree dollars dollar cents yuan "
+        "euros hours hour minutes seconds days weeks years grams kilograms liters litres points mph "
+    ).split()
+)
 
 
 def _bare_answer(seg: str) -> str | None:
@@ -357,7 +281,7 @@ def _bare_answer(seg: str) -> str | None:
     if not s or len(s) > 300:
         return None
     spans = math_spans(s)
-    outside = _outside_spans(s).strip(" .,;")
+    outside = outside_spans(s).strip(" .,;")
     if len(spans) == 1 and not outside:
         return spans[0]
     if len(spans) == 1 and re.fullmatch(
@@ -371,10 +295,19 @@ def _bare_answer(seg: str) -> str | None:
     return None if words else s
 
 
+_TAIL = 4000
+
+
 def _fallback_answer(text: str) -> tuple[str, ...] | None:
     """The final statement's one candidate; the statement must conclude (copula, 'so', '=', bold)."""
     if _INJECTION.search(text[-2000:]):
         return None
+    if len(text) > _TAIL:  # only the final statement counts: split the tail, from a statement start
+        tail = text[-_TAIL:]
+        cut = _STATEMENT_END.search(tail)
+        if cut is None:
+            return None  # one statement longer than the tail commits to no single answer
+        text = tail[cut.end() :]
     statements = [s.strip() for s in _STATEMENT_END.split(_outside_spans_keep(text)) if s.strip()]
     for st in statements[-1:]:  # the final statement only: an earlier number is never the answer
         if re.search(r"\d", st) or math_spans(st):
@@ -391,14 +324,14 @@ def _fallback_answer(text: str) -> tuple[str, ...] | None:
 def _copula_at_top(piece: str) -> bool:
     from rubrics.math.structure import _depths
 
-    prose = _outside_spans(piece)
+    prose = outside_spans(piece)
     depth = _depths(prose)
     return any(depth[m.start()] == 0 for m in _COPULA.finditer(prose))
 
 
 def _outside_spans_keep(text: str) -> str:
     """Protect sentence splitting from periods/newlines inside math spans (kept, but newline-free)."""
-    return _replace_spans(text, lambda span: span.replace("\n", " ").replace(". ", ".\u00a0"))
+    return replace_spans(text, lambda span: span.replace("\n", " ").replace(". ", ".\u00a0"))
 
 
 def clean_tail(text: str) -> str:
@@ -412,22 +345,27 @@ def extract(text: str, *, fallback: bool = True, max_chars: int = 400_000) -> Ex
     seg = final_segment(text)
     if seg is None:
         return Extraction(None, "unclosed <think> block")
-    seg = clean_tail(seg)
-    boxes, bad = find_boxes(seg)
+    seg = mask_non_answers(clean_tail(seg))
+    tagged = [t.strip() for t in _TAG.findall(seg)]
+    outside = _TAG.sub(lambda m: " " * len(m.group(0)), seg) if tagged else seg
+    boxes, bad = committed_boxes(outside)
     if bad:
         return Extraction(None, "empty or unclosed \\boxed")
+    if tagged:
+        if not all(tagged):
+            return Extraction(None, "empty <answer> tag")
+        answers = [a for t in tagged for a in _tag_answers(t)]
+        # a box outside the tags is a second commitment: it must agree (the verifier checks all)
+        return Extraction(tuple(dict.fromkeys(answers + boxes)), "answer tag")
     if boxes:
         late = _late_anchor(seg)
         if late:
             return Extraction(late, "anchor after the boxes")
         return Extraction(tuple(dict.fromkeys(boxes)), "boxed")
-    tags = [t.strip() for t in _TAG.findall(seg)]
-    if tags:
-        if not all(tags):
-            return Extraction(None, "empty <answer> tag")
-        return Extraction(tuple(dict.fromkeys(tags)), "answer tag")
+    if _BOX.search(seg) and find_boxes(seg)[0]:
+        return Extraction(None, "every boxed candidate negated or retracted")
     anchored = _anchor_answer(seg)
-    if anchored is None and _ANCHOR.search(seg):
+    if anchored is None and last_anchor(seg) is not None:
         return Extraction(None, "an answer anchor without a usable answer")
     if anchored:
         if _INJECTION.search(seg[-2000:]):
@@ -440,6 +378,15 @@ def extract(text: str, *, fallback: bool = True, max_chars: int = 400_000) -> Ex
         return Extraction(None, "no box, tag or anchor")
     found = _fallback_answer(seg)
     return Extraction(found, "final statement") if found else Extraction(None, "no unambiguous answer")
+
+
+def _tag_answers(tag: str) -> tuple[str, ...]:
+    """The answer inside one `<answer>` tag: its boxes, a bare answer, an anchored one, or the tag."""
+    boxes = find_boxes(tag)[0]
+    if boxes:
+        return tuple(boxes)
+    bare = _bare_answer(tag)
+    return (bare,) if bare else _anchor_answer(tag) or (tag,)
 
 
 def gold_answers(gold: str) -> tuple[str, ...]:

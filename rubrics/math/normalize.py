@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from rubrics.math.numerals import numerals
 from rubrics.math.policy import MathPolicy
 
 _SPACES = dict.fromkeys(
@@ -37,6 +38,7 @@ _SPACES.update(
         ord("\u00b1"): r"\pm ",
         ord("\u222a"): r"\cup ",
         ord("\u2208"): r"\in ",
+        ord("\u211d"): r"\mathbb{R}",
     }
 )
 
@@ -60,6 +62,18 @@ _TRAILING_WORDS = re.compile(
 )
 
 
+_REAL_LINE = re.compile(
+    r"\\mathbb\s*\{?\s*R\s*\}?(?![\^_A-Za-z])|\\R(?![A-Za-z\^_])|ℝ(?![\^_])"
+    r"|(?i:(?:the\s+set\s+of\s+)?(?:all|every|any)\s+real(?:\s+(?:numbers?|values?|x))?s?|real\s+numbers)"
+)
+
+
+_TRIG = re.compile(
+    r"\\(?:sin|cos|tan|sec|csc|cot)(?![A-Za-z])|(?<![A-Za-z])cis(?![A-Za-z])|e\^\{[^{}]*i[^{}]*\\circ"
+)
+_DEGREE_ARG = re.compile(r"(\d+(?:\.\d+)?)\s*\^\s*(?:\{\s*\\circ\s*\}|\\circ)")
+
+
 def _unwrap_text(s: str) -> str:
     # \text{...} and friends: their content is plain text; keep it (words become separators later)
     return re.sub(
@@ -81,7 +95,7 @@ def _scripts(s: str) -> str:
 
 def normalize(ans: str, policy: MathPolicy) -> str:
     """Canonical text of one answer; equal strings mean equal answers (`match_string`)."""
-    s = unicodedata.normalize("NFKC", _scripts(ans.translate(_SPACES))).replace("\u2044", "/")
+    s = unicodedata.normalize("NFKC", numerals(_scripts(ans.translate(_SPACES)))).replace("\u2044", "/")
     runs = re.findall(r"(\\+)(?=[A-Za-z])", s)
     if runs and all(len(r) % 2 == 0 for r in runs):  # wholly double-escaped (\\frac -> \frac)
         s = re.sub(r"\\\\(?=[A-Za-z])", r"\\", s)
@@ -106,7 +120,13 @@ def normalize(ans: str, policy: MathPolicy) -> str:
     # thousands separators that cannot be list commas
     s = re.sub(r"(?<=\d)(?:\{,\}|,\\!\s*|(?<!\\)\\,|(?<!\\)\\!|(?<!\\)\\ |~)(?=\d{3}(?!\d))", "", s)
     s = re.sub(r"(?<!\\)\\[,;:! ]|\\q?quad|~", " ", s)
-    s = re.sub(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|\\degree", " ", s)
+    s = re.sub(r"\\(?:lor|vee)(?![A-Za-z])|∨", " or ", s)
+    s = re.sub(r"\\(?:land|wedge)(?![A-Za-z])|∧", " and ", s)
+    if "\\angle" in s:  # r \angle θ is polar form: r·cis θ
+        s = re.sub(r"\\angle\s*", r" cis ", s)
+    if _TRIG.search(s):  # inside a trig or cis argument a degree is pi/180: \sin 15^\circ
+        s = _DEGREE_ARG.sub(lambda m: f"\\frac{{{m.group(1)}\\pi}}{{180}}", s)
+    s = re.sub(r"\^\s*(?:\{\s*\\circ\s*\}|\\circ)|\\circ|\\degree", " ", s)
     if re.search(r"\\%|%|percent(?:age)?|pct", s):
         s = re.sub(r"\s*(?:\\%|%|\bpercent(?:age)?\b|\bpct\b)", "%", s)
     # a trailing \text{...} after a number is a unit or a remark ("17\text{ any text}"), unless it hedges
@@ -116,6 +136,18 @@ def normalize(ans: str, policy: MathPolicy) -> str:
         s,
     )
     s = _unwrap_text(s)
+    s = _REAL_LINE.sub(lambda _: "(-\\infty,\\infty)", s)
+    s = re.sub(
+        r"\(-\\infty,\\infty\)\s*,?\s*(?:except(?:\s+for)?|but\s+not|other\s+than|excluding|without)\s+"
+        r"(?:[A-Za-z]\s*=\s*)?(.+)$",
+        lambda m: "(-\\infty,\\infty)\\setminus\\{" + re.sub(r"\s+(?:and|or)\s+", ",", m.group(1)) + "\\}",
+        s,
+    )
+    s = re.sub(r"\+\s*\\infty", r"\\infty", s)
+    # `x \in \mathbb{R}, x \neq 0`: the domain prefix adds nothing to the condition after it
+    s = re.sub(
+        r"^[A-Za-z]\s*\\in\s*\(-\\infty,\\infty\)\s*,\s*(?=[A-Za-z]\s*(?:<|>|\\neq|\\leq|\\geq))", "", s
+    )
     for _ in range(3):
         s = re.sub(r"\\(?:boxed|fbox)\s*\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}", r"\1", s)
     s = re.sub(r"([\^_])\{\s*([A-Za-z0-9])\s*\}", r"\1\2", s)

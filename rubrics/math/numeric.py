@@ -87,6 +87,8 @@ def close(pred: Num, gold: Num) -> bool:
         return True
     diff = abs(pred.value - gold.value)
     if gold.inexact:
+        if not pred.inexact and gold.sig < 2:
+            return False  # one significant digit is no rounding of an exact value: 1/3 is not 0.3
         return diff <= Fraction(1, 2 * 10**gold.decimals)
     if pred.inexact:
         return pred.sig >= 6 and diff <= Fraction(1, 2 * 10**pred.decimals)
@@ -108,6 +110,8 @@ def cheap_numbers(pred: str, gold: str, policy: MathPolicy) -> bool | None:
     p, g = parse_number(p_text), parse_number(g_text)
     if p is None or g is None:
         return None
+    if policy.percent == "unit" and p_pct and not g_pct and _plain(g_text.strip("{}()")) is None:
+        return False  # `0.5%` is no answer to a ratio gold such as 1/2 (nor `50%` under "unit")
     if policy.percent == "value" and p_pct != g_pct:
         scale = Fraction(1, 100)
         p = Num(p.value * scale, p.decimals + 2 if p.inexact else -1, p.sig) if p_pct else p

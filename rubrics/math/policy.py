@@ -1,7 +1,42 @@
-"""Grading policies that projects disagree on, as named options with documented defaults.
+r"""Grading policies, one paragraph per class of real-output shape, and the options where projects disagree.
 
 Every option below changes verdicts only on inputs where RL pipelines genuinely disagree (the
-`ambiguous` cases of the benchmark). The defaults are the conservative reward-mode choices.
+`ambiguous` cases of the benchmark). The defaults are the conservative reward-mode choices; where
+a stricter reading exists it is named in the option's docstring.
+
+Fixed rules (no switch: every reading but one pays wrong answers):
+
+* Which text: only what follows the last closed reasoning block (`<think>`, `<thinking>`,
+  `<reasoning>`, `<reflection>`, `<|begin_of_thought|>`, …); an unclosed block means no answer.
+  Boxes inside code, block quotes, quotations or a restated problem/instruction paragraph are not
+  answers (`rubrics.math.regions`). `<answer>` tags and boxes outside them are all commitments:
+  they must agree.
+* Languages: answer anchors, hedges ("oder", "или", "たぶん", "या", …) and negations are read in
+  en/zh/fr/es/de/pt/it/ru/ja/ko/hi/tr/vi/id/ar; a hedged statement has no answer.
+* Negation: a candidate in a negated clause (`not \boxed{8}`, `cannot be 8`, `不是 8`, `no es 8`,
+  `n'est pas 8`, `ist nicht 8`, `не 8`) or retracted after it (`\boxed{8} is wrong`) is no answer;
+  `8, not 9` commits to 8; a candidate introduced as superseded (`at first I got 8`) yields to a
+  later one.
+* Several forms of one answer (`\boxed{30}` … `\boxed{30.0}`, `\frac34` = `0.75`): every boxed
+  form must equal the gold; one that differs voids the answer (a hedge).
+* Units: both sides naming units of different dimensions (`m` vs `m^3`, `hours` vs `kg`) is a
+  mismatch; same dimension converts exactly (see `units`). A side without a unit reads as a bare
+  number. Magnitude words are part of the number (`6 billion` = 6·10⁹, never 6). A `%` prediction
+  answers a bare gold only when the gold is a plain number (`25%` = `25`); `0.5%` never answers `1/2`.
+* Numbers: native digits (`٤٥`, `४५`), full-width forms, no-break/thin spaces, dot- or apostrophe-
+  grouped thousands (`7.654.321`, `1'234'567`) and the LaTeX decimal comma `3{,}75` are read as
+  written (`rubrics.math.numerals`); repeating decimals (`0.\overline{6}`, `0.1\dot{6}`, `0.(3)`,
+  `0.1666…`) and mixed numbers (`66\frac23`) are exact. An exact prediction matches a decimal gold
+  by rounding only when the gold has at least two significant digits (`1/3` ≠ `0.3`, `\sqrt2` = `1.41`).
+* Sets of reals: unions merge, `\mathbb{R}` is `(-\infty,\infty)`, `\mathbb{R}\setminus\{a\}` and
+  `x \neq a` are the line minus a point, `or`/`and` join inequalities (`rubrics.math.intervals`).
+* Domains: identities are proved over the reals. Points of both signs screen every identity, so
+  `\sqrt{y^2}` is `|y|`, never `y`; an odd root (`\sqrt[3]{-27}`, `x^{2/3}`, `(t^3)^{1/3}`) is the real
+  root. Exact trig values in degrees, polar/rectangular complex forms (`2e^{i\pi/3}`,
+  `2\operatorname{cis}60^\circ`) and scalar·matrix products are proved by the CAS.
+* Multiple choice: a letter gold accepts the one committed letter, also from `\boxed{B) 40}`; a
+  letter-and-text gold (`(D) 64`) also accepts the option's value; a value gold accepts a labelled
+  value (`(D)\ \frac25` for `2/5`). Word answers (`yes`, `\text{No}`) compare case-free.
 """
 
 from __future__ import annotations
@@ -24,9 +59,16 @@ class MathPolicy:
         the gold is a reduced fraction.
     degrees: "strip" (default) reads `90^\\circ` as 90; "radians" also accepts `\\pi/2` for a
         `90^\\circ` gold.
-    relation_direction: "gold_to_pred" (default): a gold inequality (`-1 < x < 2`) accepts the
-        pred's solution set (`(-1, 2)`), never the reverse (a restated inequality is no answer
-        to "give the interval"). "both" accepts either direction.
+    relation_direction: "both" (default): a solved one-variable inequality (`-1 < x < 2`,
+        `x < 0 \text{ or } x > 5`, `x \neq 2`) and its solution set (`(-1, 2)`) answer each other
+        in either direction: they denote one set, and an unsolved restatement (`x^2 > 4`) is never
+        read as a set, so the restatement hack stays closed. "gold_to_pred" is the stricter
+        Math-Verify reading: a pred inequality never answers an interval gold (for prompts that
+        demand interval notation).
+    units: "convert" (default): same-dimension units convert exactly (`1.5 km` = `1500 m`,
+        `90 minutes` = `1.5 hours`); "same" is stricter: a prediction in another unit than the
+        gold's is wrong even when the values agree after conversion (for prompts that name the
+        unit to answer in). Different dimensions never match in either mode.
     list_order: "set" (default): a bare list `4, 10, -2` is compared as a set (a box per solution
         gives no order either); "ordered" compares bare lists element by element (Hendrycks MATH).
         Bracketed tuples/intervals are always ordered, `\\{…\\}` sets never.
@@ -44,7 +86,8 @@ class MathPolicy:
     decimal_comma: bool = False
     unreduced_fractions: bool = True
     degrees: Literal["strip", "radians"] = "strip"
-    relation_direction: Literal["gold_to_pred", "both"] = "gold_to_pred"
+    relation_direction: Literal["gold_to_pred", "both"] = "both"
+    units: Literal["convert", "same"] = "convert"
     list_order: Literal["set", "ordered"] = "set"
     prose_fallback: bool = True
     cas_timeout_s: float = 1.0
@@ -57,7 +100,7 @@ DEFAULT_POLICY = MathPolicy()
 
 
 def rules_of(policy: MathPolicy):
-    """The comparison knobs `rubrics.math.structure.compare` needs."""
+    """The comparison knobs `rubrics.math.compare.compare` needs."""
     from rubrics.math.structure import Rules
 
     return Rules(direction=policy.relation_direction, ordered_lists=policy.list_order == "ordered")

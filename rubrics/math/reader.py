@@ -39,6 +39,7 @@ _FUNCS = {
     "log": "log",
     "exp": "exp",
     "sqrt": "sqrt",
+    "cis": "cis",
 }
 _GREEK = {
     "alpha",
@@ -74,7 +75,7 @@ _GREEK = {
     "zeta",
     "iota",
 }
-_PY_NAMES = ("sqrt", "exp", "sin", "cos", "tan", "log", "ln", "pi")
+_PY_NAMES = ("sqrt", "exp", "sin", "cos", "tan", "log", "ln", "pi", "cis")
 _TOKEN = re.compile(
     r"\s*(\\[A-Za-z]+|\\[{}|]|(?:\d+\.?\d*|\.\d+)[eE][-+]?\d{1,3}(?![\d.])|\d+\.?\d*|\.\d+|\*\*|[A-Za-z]"
     r"|[-+*/^_()\[\]{}|!,])"
@@ -293,7 +294,11 @@ class _Reader:
                     self.take()
                     index = self.expr()
                     self.take("]")
-                    return f"({self.group()})**(1/({index}))"
+                    radicand = self.group()
+                    odd = re.fullmatch(r"\((\d+)\)", index)
+                    if odd and int(odd.group(1)) % 2 == 1:  # the real odd root: \sqrt[3]{-27} = -3
+                        return f"(sign({radicand})*Abs({radicand})**(1/{odd.group(1)}))"
+                    return f"({radicand})**(1/({index}))"
                 return f"sqrt({self.group()})"
             if name == "pi":
                 return "pi"

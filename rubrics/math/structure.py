@@ -1,13 +1,10 @@
-r"""Parse a normalised answer into a structure and compare two structures.
+r"""Parse a normalised answer into a structure (`rubrics.math.compare` compares two of them).
 
 Structures: `Leaf` (one expression), `Text`, `Seq` (a bare list — order-free —, a `\{…\}` set, or a
 bracketed tuple/interval whose brackets must match), `Union` (`\cup`, order-free), `Matrix`, `Rel`
 (equations / inequalities, compared as relations, never via one side), `Assign` (`x = 3`: a
-name-like left side, compared by value), `Dict` (`p=5, q=2`). `\pm` expands to a two-element set.
-
-`compare(pred, gold, leaf)` walks both structures; `leaf(p, g, kind)` decides one pair of
-expressions (kind "value", "eq" for proportional equations, "ineq" for positive multiples) and
-may raise `NeedCAS` when the cheap checks cannot decide.
+name-like left side, compared by value), `Dict` (`p=5, q=2`), `Joined` (inequalities joined by
+or/and), `Minus` (a set minus points). `\pm` expands to a two-element set.
 """
 
 from __future__ import annotations
@@ -17,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rubrics.math.normalize import text_key
+from rubrics.math.numeric import parse_number
 
 
 class NeedCAS(Exception):
@@ -65,6 +63,18 @@ class Assign:
     value: object
     lhs: str = ""
     rhs: str = ""
+
+
+@dataclass(frozen=True)
+class Joined:
+    op: str  # "or" (union) / "and" (intersection) of one-variable inequalities
+    rels: tuple  # of Rel
+
+
+@dataclass(frozen=True)
+class Minus:
+    base: object  # a set-typed node
+    points: tuple  # of str: the removed points (`\mathbb{R}\setminus\{2\}`)
 
 
 @dataclass(frozen=True)
@@ -147,6 +157,7 @@ _FUNCS = {
     "tfrac",
     "det",
     "deg",
+    "cis",
 }
 _MATRIX = re.compile(
     r"^\\begin\{(?:[pbvBV]?matrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{(?:[pbvBV]?matrix|array)\}$", re.DOTALL
@@ -205,8 +216,28 @@ def is_name(lhs: str) -> bool:
     return bool(re.fullmatch(r"[A-Za-z\s(),|:/\\{}\[\]]*", bare))
 
 
+_JOIN = re.compile(r"(?<![A-Za-z\\])(or|and|et|und|ou|oder|o|y)(?![A-Za-z])|(或|和|且)")
+
+
+def _joined(s: str) -> Node | None:
+    """`x<0 or x>5`, `x>-1 and x<4`: one-variable inequalities joined by one connective."""
+    seps = [m for m in _JOIN.finditer(s) if _depths(s)[m.start()] == 0]
+    if not seps:
+        return None
+    ops = {"or" if (m.group(1) or m.group(2)) in ("or", "ou", "oder", "o", "或") else "and" for m in seps}
+    if len(ops) != 1:
+        return None
+    rels = [parse_item(p) for p in split_top(s, _JOIN)]
+    ok = all(isinstance(r, Rel) and all(o in ("<", "<=", ">", ">=", "!=") for o in r.ops) for r in rels)
+    return Joined(ops.pop(), tuple(rels)) if ok and len(rels) > 1 else None
+
+
 def parse_answer(s: str) -> Node:
     """Structure of one normalised answer string (several answers are joined by the caller)."""
+    if _REL.search(s):
+        joined = _joined(s)
+        if joined is not None:
+            return joined
     parts = [p for p in split_top(s, _SEP1) if p.strip()]
     items: list = []
     for part in parts:
@@ -245,16 +276,22 @@ def parse_item(t: str) -> Node:
     t = t.strip()
     if len(t) > 2000:
         raise TooComplex("answer too long")
-    m = _MATRIX.match(_strip_brackets(t))
+    scalar, body = _scaled_matrix(t)
+    m = _MATRIX.match(_strip_brackets(body))
     if m:
         rows = [r for r in re.split(r"\\\\", m.group(1)) if r.strip()]
-        return Matrix(tuple(tuple(Leaf(c.strip().rstrip("\\").strip()) for c in r.split("&")) for r in rows))
+        return Matrix(
+            tuple(tuple(_entry(scalar, c.strip().rstrip("\\").strip()) for c in r.split("&")) for r in rows)
+        )
     rel = [m for m in _REL.finditer(t)]
     if rel:
         depth = _depths(t)
         rel = [m for m in rel if depth[m.start()] == 0]
     if rel:
         return _relation(t, rel)
+    minus = _minus(t)
+    if minus is not None:
+        return minus
     if "\\cup" in t:
         pieces = split_top(t, re.compile(r"\\cup(?![A-Za-z])"))
         if len(pieces) > 1:
@@ -268,6 +305,12 @@ def parse_item(t: str) -> Node:
         return Seq("set", (parse_item(plus), parse_item(minus)))
     if _wrapped(t, "\\{", "\\}"):
         inner = t[2:-2]
+        builder = _SET_BUILDER.fullmatch(inner)
+        if builder:  # \{x \mid x \neq 2\}: the condition is the set
+            cond = re.sub(
+                r"^\s*[A-Za-z]\s*\\in\s*\(-\\infty,\\infty\)\s*,?\s*(?:and\s+)?", "", builder.group(1)
+            )
+            return parse_answer(cond)
         return Seq("set", tuple(parse_item(x) for x in split_top(inner, re.compile(r"[,;]")) if x.strip()))
     if t == "\\emptyset":
         return Seq("set", ())
@@ -280,9 +323,45 @@ def parse_item(t: str) -> Node:
             return parse_item(inner)
     if _wrapped(t, "{", "}"):
         return parse_answer(t[1:-1])
-    if _is_text(t):
+    if _is_text(t) or _WORD.fullmatch(t):
         return Text(text_key(t))
     return Leaf(t)
+
+
+_SET_BUILDER = re.compile(r"\s*[A-Za-z]\s*(?:\\in\s*\(-\\infty,\\infty\)\s*)?(?:\\mid|\||:)\s*(.+)")
+_SETMINUS = re.compile(r"\\setminus|\\backslash|-(?=\s*\\\{)")
+
+
+def _minus(t: str) -> Node | None:
+    if not _SETMINUS.search(t):
+        return None
+    parts = split_top(t, _SETMINUS)
+    if len(parts) != 2 or not _wrapped(parts[1].strip(), "\\{", "\\}"):
+        return None
+    points = tuple(x.strip() for x in split_top(parts[1].strip()[2:-2], re.compile(r"[,;]")) if x.strip())
+    return Minus(parse_item(parts[0]), points)
+
+
+def _scaled_matrix(t: str) -> tuple[str | None, str]:
+    """`3\\begin{pmatrix}…\\end{pmatrix}` → ("3", the matrix); no scalar → (None, t)."""
+    k = t.find("\\begin")
+    if k <= 0 or not t.rstrip().endswith(("matrix}", "array}")):
+        return None, t
+    scalar = re.sub(r"\s*(?:\\cdot|\\times|\*)\s*$", "", t[:k]).strip()
+    if not scalar or "\\begin" in scalar or _depths(t)[k] != 0:
+        return None, t
+    return scalar, t[k:]
+
+
+def _entry(scalar: str | None, cell: str) -> Leaf:
+    if scalar is None:
+        return Leaf(cell)
+    scalar = {"-": "-1", "+": "1"}.get(scalar, scalar)
+    a, b = parse_number(scalar), parse_number(cell)
+    if a is not None and b is not None and not a.inexact and not b.inexact:
+        v = a.value * b.value
+        return Leaf(str(v.numerator) if v.denominator == 1 else f"\\frac{{{v.numerator}}}{{{v.denominator}}}")
+    return Leaf(f"({scalar})\\cdot({cell})")
 
 
 def _strip_brackets(t: str) -> str:
@@ -290,6 +369,9 @@ def _strip_brackets(t: str) -> str:
         if _wrapped(t, o, c) and "\\begin" in t:
             return t[1:-1].strip()
     return t
+
+
+_WORD = re.compile(r"(?i:yes|no|true|false|odd|even|none|both|neither|si|sí|oui|non|ja|nein|да|нет|是|否)")
 
 
 def _is_text(t: str) -> bool:
@@ -328,151 +410,3 @@ def _relation_parts(parts: list, ops: list, t: str, rels: list | None = None) ->
     if all(o == "=" for o in ops) and is_name(parts[0]):
         return Assign(text_key(parts[0]), parse_item(parts[-1]), parts[0], parts[-1])
     return Rel(tuple(parts), tuple(ops))
-
-
-# ----------------------------------------------------------------------------- comparison
-
-_FLIP = {">": "<", ">=": "<=", "<": "<", "<=": "<=", "=": "=", "!=": "!="}
-
-
-def _canon_rel(r: Rel) -> Rel:
-    if r.ops[0] in (">", ">="):
-        return Rel(tuple(reversed(r.parts)), tuple(_FLIP[o] for o in reversed(r.ops)))
-    return r
-
-
-def rel_to_interval(r: Rel) -> Node | None:
-    """`a < x <= b` → `(a, b]`; `x > a` → `(a, \\infty)`. None when it is not a 1-variable range."""
-    r = _canon_rel(r)
-    if any(o not in ("<", "<=") for o in r.ops):
-        return None
-    br = {"<": ("(", ")"), "<=": ("[", "]")}
-    absolute = re.fullmatch(r"\|(.+)\|", r.parts[1].strip()) if len(r.parts) == 3 else None
-    if absolute and is_name(absolute.group(1)):  # lo <= |z| <= hi: z in [-hi, -lo] U [lo, hi]
-        lo, hi = r.parts[0], r.parts[2]
-        left = Seq(br[r.ops[1]][0] + br[r.ops[0]][1], (Leaf(f"-({hi})"), Leaf(f"-({lo})")))
-        return Union((left, Seq(br[r.ops[0]][0] + br[r.ops[1]][1], (Leaf(lo), Leaf(hi)))))
-    if len(r.parts) == 3 and is_name(r.parts[1]):
-        return Seq(br[r.ops[0]][0] + br[r.ops[1]][1], (Leaf(r.parts[0]), Leaf(r.parts[2])))
-    if len(r.parts) == 2 and is_name(r.parts[0]):
-        return Seq("(" + br[r.ops[0]][1], (Leaf("-\\infty"), Leaf(r.parts[1])))
-    if len(r.parts) == 2 and is_name(r.parts[1]):
-        return Seq(br[r.ops[0]][0] + ")", (Leaf(r.parts[0]), Leaf("\\infty")))
-    return None
-
-
-def compare(pred: Node, gold: Node, leaf: LeafCmp, rules: Rules = DEFAULT_RULES) -> bool:
-    """True when `pred` answers `gold` (see module docstring). `leaf` may raise NeedCAS."""
-    if isinstance(gold, Assign) and isinstance(pred, Rel):
-        return _compare_rel(pred, Rel((gold.lhs, gold.rhs), ("=",)), leaf)
-    if isinstance(gold, Assign) and not isinstance(pred, Assign):
-        return compare(pred, gold.value, leaf, rules)
-    if isinstance(pred, Assign):
-        if isinstance(gold, Assign):
-            return pred.name == gold.name and compare(pred.value, gold.value, leaf, rules)
-        if isinstance(gold, Rel):
-            return _compare_rel(Rel((pred.lhs, pred.rhs), ("=",)), gold, leaf)
-        return compare(pred.value, gold, leaf, rules)
-    if isinstance(pred, Text) or isinstance(gold, Text):
-        return _key(pred) == _key(gold) and _key(gold) != ""
-    if isinstance(gold, Rel) and not isinstance(pred, Rel):
-        as_set = rel_to_interval(gold)
-        return as_set is not None and compare(pred, as_set, leaf, rules)
-    if isinstance(pred, Rel) and not isinstance(gold, Rel):
-        if all(o == "=" for o in pred.ops) and not re.search(
-            r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", pred.parts[0])
-        ):
-            return compare(parse_item(pred.parts[-1]), gold, leaf, rules)
-        as_set = rel_to_interval(pred) if rules.direction == "both" else None
-        return as_set is not None and compare(as_set, gold, leaf, rules)
-    if isinstance(pred, Rel):
-        return _compare_rel(pred, gold, leaf)
-    if isinstance(gold, Dict) or isinstance(pred, Dict):
-        return _compare_dict(pred, gold, leaf, rules)
-    if isinstance(pred, Leaf) and isinstance(gold, Leaf):
-        if pred.text == gold.text and not UNDEFINED.search(gold.text):
-            return True
-        return leaf(pred.text, gold.text, "value")
-    if isinstance(pred, Matrix) and isinstance(gold, Matrix):
-        if [len(r) for r in pred.rows] != [len(r) for r in gold.rows]:
-            return False
-        return all(
-            compare(a, b, leaf)
-            for ra, rb in zip(pred.rows, gold.rows, strict=True)
-            for a, b in zip(ra, rb, strict=True)
-        )
-    if isinstance(pred, Union) and isinstance(gold, Union):
-        return _unordered(pred.items, gold.items, leaf, rules)
-    if isinstance(pred, Seq) and isinstance(gold, Seq):
-        return _compare_seq(pred, gold, leaf, rules)
-    return False
-
-
-def _key(n: Node) -> str:
-    if isinstance(n, Text):
-        return n.key
-    if isinstance(n, Leaf):
-        return text_key(n.text)
-    return "\x00structured"
-
-
-def _compare_seq(p: Seq, g: Seq, leaf: LeafCmp, rules: Rules) -> bool:
-    if len(p.items) != len(g.items) and not ({p.kind, g.kind} <= {"list", "set"}):
-        return False
-    unordered = {"list", "set"}
-    if p.kind == g.kind == "list" and rules.ordered_lists:
-        return _ordered(p.items, g.items, leaf, rules)
-    if p.kind in unordered and g.kind in unordered:
-        return _unordered(p.items, g.items, leaf, rules)
-    if p.kind in unordered or g.kind in unordered:
-        if "set" in (p.kind, g.kind):
-            return False
-        return _ordered(p.items, g.items, leaf, rules)
-    return p.kind == g.kind and _ordered(p.items, g.items, leaf, rules)
-
-
-def _ordered(ps: tuple, gs: tuple, leaf: LeafCmp, rules: Rules) -> bool:
-    return len(ps) == len(gs) and all(compare(a, b, leaf, rules) for a, b in zip(ps, gs, strict=True))
-
-
-def _unordered(ps: tuple, gs: tuple, leaf: LeafCmp, rules: Rules) -> bool:
-    """Set equality: every pred element matches some gold element and vice versa (dupes collapse)."""
-    if not ps or not gs:
-        return not ps and not gs
-    matched_gold = set()
-    for a in ps:
-        hits = [j for j, b in enumerate(gs) if compare(a, b, leaf, rules)]
-        if not hits:
-            return False
-        matched_gold.update(hits)
-    return len(matched_gold) == len(gs)
-
-
-def _compare_dict(p: Node, g: Node, leaf: LeafCmp, rules: Rules) -> bool:
-    if isinstance(p, Dict) and isinstance(g, Dict):
-        pk, gk = dict(p.items), dict(g.items)
-        if set(pk) == set(gk):
-            return all(compare(pk[k], gk[k], leaf, rules) for k in gk)
-        return _ordered(tuple(pk.values()), tuple(gk.values()), leaf, rules)
-    pv = tuple(v for _, v in p.items) if isinstance(p, Dict) else None
-    gv = tuple(v for _, v in g.items) if isinstance(g, Dict) else None
-    other = g if pv is not None else p
-    if not isinstance(other, Seq):
-        return False
-    if pv is not None:
-        return _compare_seq(Seq("()" if other.kind != "list" else "list", pv), other, leaf, rules)
-    return _compare_seq(other, Seq("()" if other.kind != "list" else "list", gv), leaf, rules)
-
-
-def _compare_rel(p: Rel, g: Node, leaf: LeafCmp) -> bool:
-    if not isinstance(g, Rel):
-        return False
-    p, g = _canon_rel(p), _canon_rel(g)
-    if p.ops != g.ops or len(p.parts) != len(g.parts):
-        return False
-    if p.parts == g.parts:
-        return True
-    if len(p.parts) == 2:
-        kind = "eq" if p.ops[0] in ("=", "!=") else "ineq"
-        return leaf(f"({p.parts[0]})-({p.parts[1]})", f"({g.parts[0]})-({g.parts[1]})", kind)
-    return all(a == b or leaf(a, b, "value") for a, b in zip(p.parts, g.parts, strict=True))

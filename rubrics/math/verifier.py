@@ -13,13 +13,15 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-from rubrics.math.choice import extract_letter, gold_letter
+from rubrics.math.choice import extract_letter, gold_letter, gold_option_text, option_text
+from rubrics.math.compare import compare
 from rubrics.math.extract import extract, gold_answers
 from rubrics.math.normalize import normalize
 from rubrics.math.numeric import cheap_numbers
 from rubrics.math.policy import DEFAULT_POLICY, MathPolicy, rules_of
 from rubrics.math.pool import CasPool, default_pool
-from rubrics.math.structure import UNDEFINED, Leaf, NeedCAS, Node, TooComplex, _group, compare, parse_answer
+from rubrics.math.structure import UNDEFINED, Leaf, NeedCAS, Node, TooComplex, _group, parse_answer
+from rubrics.math.units import reconcile, split_quantity
 
 REASONS = (
     "match_string",
@@ -75,6 +77,9 @@ def verify(
     letter = gold_letter(golds[0]) if len(golds) == 1 else None
     if letter is not None:
         got = extract_letter(response)
+        text = gold_option_text(golds[0])
+        if got is None and text is not None:  # gold `(D) 40`: the option's text answers too
+            return verify(response, text, policy, pool)
         if got is None:
             return _done(Verdict(False, "no_answer", detail="no single option letter"))
         return _done(
@@ -85,8 +90,17 @@ def verify(
         return _done(Verdict(False, "no_answer", detail=ext.how))
     shown = " | ".join(ext.answers)[:500]
     how = ext.how
-    p_norm = [normalize(a, policy) for a in ext.answers]
-    g_norm = [normalize(g, policy) for g in golds]
+    answers = tuple(option_text(a) for a in ext.answers)  # `(D) \frac25` answers gold 2/5
+    p_raw, g_raw = [split_quantity(a)[0] for a in answers], [split_quantity(g)[0] for g in golds]
+    if len(answers) == 1 and len(golds) == 1:
+        converted = reconcile(answers[0], golds[0], convert=policy.units == "convert")
+        if converted is None:
+            return _done(Verdict(False, "mismatch", shown, "different units", how))
+        p_raw, g_raw = [converted[0]], [converted[1]]
+    p_norm = [normalize(a, policy) for a in p_raw]
+    g_norm = [normalize(g, policy) for g in g_raw]
+    if len(p_norm) == 1 and len(g_norm) == 1:
+        p_norm[0], g_norm[0] = _decimal_comma(p_norm[0], g_norm[0]), _decimal_comma(g_norm[0], p_norm[0])
     if sorted(set(p_norm)) == sorted(set(g_norm)) and all(p_norm) and not any(map(UNDEFINED.search, g_norm)):
         return _done(Verdict(True, "match_string", shown, how=how))
     if any(len(a) > policy.max_answer_chars for a in p_norm + g_norm):
@@ -134,6 +148,25 @@ def verify(
         if again.status == "ok" and again.value[0]:
             return _done(Verdict(True, "match_cas", shown, "degrees read as radians", how))
     return _done(Verdict(bool(correct), reason, shown, how=how))
+
+
+_COMMA_DECIMAL = re.compile(r"(-?\d+),(\d{1,2}|\d{4,})(%?)")
+_POINT_DECIMAL = re.compile(r"-?\d+\.\d+%?")
+
+
+_INDIAN = re.compile(r"-?\d{1,2}(?:,\d{2})+,\d{3}")
+
+
+def _decimal_comma(text: str, other: str) -> str:
+    """`3,75` against the single decimal `3.75` is a decimal comma, and `12,34,567` against one
+    integer is lakh grouping: no list of answers can equal one number, and a comma followed by
+    exactly three digits (an English thousands group) is never read as a decimal point."""
+    m = _COMMA_DECIMAL.fullmatch(text)
+    if m and _POINT_DECIMAL.fullmatch(other):
+        return f"{m.group(1)}.{m.group(2)}{m.group(3)}"
+    if _INDIAN.fullmatch(text) and re.fullmatch(r"-?\d+", other):
+        return text.replace(",", "")
+    return text
 
 
 _DEGREES = re.compile(r"\\circ|°|degree")

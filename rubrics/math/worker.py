@@ -10,9 +10,10 @@ from typing import Any
 import sympy  # noqa: F401 - preloaded in the forkserver so forked workers start warm
 
 from rubrics.math.cas import ConvertError, relations_equal, values_equal
+from rubrics.math.compare import compare
 from rubrics.math.numeric import cheap_numbers
 from rubrics.math.policy import rules_of
-from rubrics.math.structure import TooComplex, compare
+from rubrics.math.structure import TooComplex
 
 
 def handle(job: tuple[Any, Any, Any]) -> Any:

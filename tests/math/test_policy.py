@@ -16,8 +16,9 @@ def test_percent_policy():
 
 
 def test_decimal_comma_policy():
-    assert not ok(r"\boxed{2,74}", "2.74")
-    assert ok(r"\boxed{2,74}", "2.74", decimal_comma=True)
+    # against one decimal gold a comma decimal is unambiguous (no list or thousands reading can match)
+    assert ok(r"\boxed{2,74}", "2.74") and not ok(r"\boxed{1,250}", "1.25")
+    assert not ok(r"\boxed{2,74}", "2.74, 1") and ok(r"\boxed{2,74}", "2.74", decimal_comma=True)
     assert ok(r"\boxed{1,000}", "1000")
 
 
@@ -34,9 +35,12 @@ def test_degrees_policy():
 
 def test_relation_direction_policy():
     assert ok(r"\boxed{(-1, 2)}", "-1 < x < 2")
-    assert not ok(r"\boxed{-1 < x < 2}", "(-1, 2)")
-    assert ok(r"\boxed{-1 < x < 2}", "(-1, 2)", relation_direction="both")
-    assert not ok(r"\boxed{x > 2}", "x^2 > 4", relation_direction="both")
+    assert ok(r"\boxed{-1 < x < 2}", "(-1, 2)")  # a solved inequality is the same set
+    assert ok(r"\boxed{x<0 \text{ or } x>3}", r"(-\infty,0)\cup(3,\infty)")
+    assert not ok(r"\boxed{-1 < x < 2}", "(-1, 2)", relation_direction="gold_to_pred")
+    assert not ok(r"\boxed{x \neq 4}", r"\mathbb{R}\setminus\{4\}", relation_direction="gold_to_pred")
+    assert ok(r"\boxed{\mathbb{R}\setminus\{4\}}", r"x \neq 4", relation_direction="gold_to_pred")
+    assert not ok(r"\boxed{x > 2}", "x^2 > 4")  # an unsolved inequality is never a solution set
 
 
 def test_prose_fallback_policy():
@@ -56,3 +60,11 @@ def test_approximation_remarks_and_trailing_text():
     assert ok("$x = 5+5+1 = 1/3 \\approx 11$", "x = 1/3")
     assert ok("17\\text{ any text}", "17") and ok("17", "17\\text{ any text}")
     assert not ok("\\boxed{17 \\text{ or } 18}", "17")
+
+
+def test_units_policy():
+    assert ok(r"\boxed{1.5\text{ km}}", r"1500\text{ m}")
+    assert not ok(r"\boxed{1.5\text{ km}}", r"1500\text{ m}", units="same")
+    assert ok(r"\boxed{1500\text{ m}}", r"1500\text{ m}", units="same")
+    assert not ok(r"\boxed{1500\text{ g}}", r"1500\text{ m}")
+    assert ok(r"\boxed{7}", r"7\text{ m}^2", units="same")  # a bare number reads in the gold's unit

@@ -13,8 +13,8 @@ def test_public_accuracy_targets(public_cases):
     results = {c["id"]: check_answer(c["pred"], c["gold"]) for c in scored}
     correct = [c for c in scored if results[c["id"]] == c["expected"]]
     false_pos = [c["id"] for c in scored if results[c["id"]] and not c["expected"]]
-    assert len(correct) / len(scored) >= 0.97
-    assert len(false_pos) <= 1, false_pos
+    assert len(correct) / len(scored) >= 0.986  # issue 15: no regression below 98.6%
+    assert false_pos == []
     by_subset = defaultdict(list)
     for c in scored:
         for name, member in SUBSETS.items():
