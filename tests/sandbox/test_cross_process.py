@@ -42,11 +42,15 @@ def test_closing_a_pool_removes_its_cgroups():
     from sandbox.bwrap import BwrapConfig, BwrapSandbox
     from sandbox.registry import run_sync
 
+    def ours() -> set[str]:  # this process's sandbox cgroups (other tests' live pools included)
+        return {str(p) for p in Path("/sys/fs/cgroup").glob(f"*/{PREFIX}{os.getpid()}-*")}
+
+    before = ours()
     box = BwrapSandbox(BwrapConfig(slots=2))
     assert box.cgroups is not None
     made = list(box.cgroups.bases.values())
     res = run_sync(box, Job(command=("python3", "-c", "print(6*7)"), limits=Limits(wall_time_s=30)))
     assert res.stdout.strip() == b"42"
     box.close_sync()
-    left = [str(p) for p in Path("/sys/fs/cgroup").glob(f"*/{PREFIX}{os.getpid()}-*")]
-    assert made and not any(p.exists() for p in made) and left == []
+    left = ours() - before
+    assert made and not any(p.exists() for p in made) and left == set()
