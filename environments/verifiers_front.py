@@ -32,9 +32,8 @@ def _dataset(items: list[Item]) -> Any:
     )
 
 
-def build_verifiers_env(task: Task, **env_kwargs: Any) -> Any:
-    """A `verifiers.SingleTurnEnv` over the task's train and eval splits, scored by its rubric."""
-    vf = vf_compat.require("classic")  # a clear ImportError on verifiers 0.4 (v1 only) or none
+def task_splits(task: Task) -> dict[str, list]:
+    """The task's usable train and eval items (bad rows logged and skipped); an error if both are empty."""
     splits = {}
     for split in ("train", "eval"):
         items, errors = task.items(split)
@@ -43,6 +42,13 @@ def build_verifiers_env(task: Task, **env_kwargs: Any) -> Any:
         splits[split] = items
     if not splits["train"] and not splits["eval"]:
         raise ValueError(f"{type(task).__name__}: no usable rows in either split")
+    return splits
+
+
+def build_verifiers_env(task: Task, **env_kwargs: Any) -> Any:
+    """A `verifiers.SingleTurnEnv` over the task's train and eval splits, scored by its rubric."""
+    vf = vf_compat.require("classic")  # a clear ImportError on verifiers 0.4 (v1 only) or none
+    splits = task_splits(task)
     rubric = vf.Rubric(funcs=[reward_function(task.rubric())], weights=[1.0])
     return vf.SingleTurnEnv(
         dataset=_dataset(splits["train"] or splits["eval"]),

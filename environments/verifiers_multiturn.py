@@ -15,7 +15,7 @@ from typing import Any
 
 from environments import vf_compat
 from environments.episodes import EpisodeContext, MultiTurnTask
-from environments.verifiers_front import _dataset
+from environments.verifiers_front import _dataset, task_splits
 
 log = logging.getLogger("rlvr")
 
@@ -23,14 +23,7 @@ log = logging.getLogger("rlvr")
 def build_multiturn_env(task: MultiTurnTask, **env_kwargs: Any) -> Any:
     """A `verifiers.MultiTurnEnv` over the task's splits; episodes stepped by `task.env_step`."""
     vf = vf_compat.require("classic")  # a clear ImportError on verifiers 0.4 (v1 only) or none
-    splits = {}
-    for split in ("train", "eval"):
-        items, errors = task.items(split)
-        for line in errors[:20]:
-            log.warning("skipping bad row: %s", line)
-        splits[split] = items
-    if not splits["train"] and not splits["eval"]:
-        raise ValueError(f"{type(task).__name__}: no usable rows in either split")
+    splits = task_splits(task)
     by_uid = {it.uid: it for items in splits.values() for it in items}
     rubric = task.rubric()
 
