@@ -9,15 +9,12 @@ training (see `rubrics/adapters/verifiers.py`). Token accounting is Verifiers' o
 
 from __future__ import annotations
 
-import logging
 import math
 from typing import Any
 
 from environments import vf_compat
 from environments.episodes import EpisodeContext, MultiTurnTask
 from environments.verifiers_front import _dataset, task_splits
-
-log = logging.getLogger("rlvr")
 
 
 def build_multiturn_env(task: MultiTurnTask, **env_kwargs: Any) -> Any:
