@@ -134,7 +134,7 @@ async def run(args) -> None:
     from rubrics.code import CodeRubric, CodeRubricConfig
     from rubrics.math import MathRubric
 
-    tmp = Path(tempfile.mkdtemp(prefix="ray_bench-"))
+    tmp = Path(tempfile.mkdtemp(prefix="ray_bench-", dir="/tmp"))  # AF_UNIX paths ≤ 107 bytes
     (tmp / "ray").mkdir()
     os.environ["TMPDIR"] = str(tmp)
     load0 = open("/proc/loadavg").read().split()[0]

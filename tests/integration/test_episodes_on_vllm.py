@@ -6,14 +6,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 from transformers import AutoTokenizer
 
-from tests.integration.test_modes_on_vllm import register_trainer
+from tests.integration.test_modes_on_vllm import register_trainer, take_batches
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,11 +40,7 @@ def test_serve_delivers_three_turn_episodes_with_exact_tokens(vllm_server, run_a
         cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=ROOT
     )
     try:
-        batch, deadline = None, time.monotonic() + 300
-        while batch is None and time.monotonic() < deadline and proc.poll() is None:
-            batch = httpx.get(run_api + "/batch", timeout=10).json()["batch"]
-            if batch is None:
-                time.sleep(0.5)  # the trainer's own protocol is to poll /batch
+        batch = next(iter(take_batches(run_api, 1, proc, timeout_s=300)), None)
         assert batch, (tmp_path / "serve.log").read_text()[-3000:]
     finally:
         proc.terminate()

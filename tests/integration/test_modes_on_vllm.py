@@ -96,6 +96,23 @@ def register_trainer(url: str, batch_size: int, max_token_len: int = 512, steps:
     assert httpx.get(url + "/batch", timeout=10).json() == {"batch": None}
 
 
+def take_batches(run_api: str, n: int, proc: subprocess.Popen, timeout_s: float) -> list:
+    """Up to `n` batches from run-api's `/batch`, as a trainer polls for them. The env may finish
+    (exit) before the trainer has read its batches: they stay queued in run-api, so after the env
+    exits one more poll drains what is left."""
+    batches, deadline = [], time.monotonic() + timeout_s
+    while len(batches) < n and time.monotonic() < deadline:
+        exited = proc.poll() is not None
+        batch = httpx.get(run_api + "/batch", timeout=10).json()["batch"]
+        if batch:
+            batches.append(batch)
+        elif exited:
+            break
+        else:
+            time.sleep(0.5)  # the trainer's own protocol is to poll /batch
+    return batches
+
+
 def test_serve_delivers_aligned_batches_to_a_trainer(vllm_server, run_api, tmp_path):
     register_trainer(run_api, batch_size=8)
     cmd = [sys.executable, str(VARIED), "serve", "--env.tokenizer_name", vllm_server.model,
@@ -107,13 +124,7 @@ def test_serve_delivers_aligned_batches_to_a_trainer(vllm_server, run_api, tmp_p
         cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=ROOT
     )
     try:
-        batches, deadline = [], time.monotonic() + 240
-        while len(batches) < 2 and time.monotonic() < deadline and proc.poll() is None:
-            batch = httpx.get(run_api + "/batch", timeout=10).json()["batch"]
-            if batch:
-                batches.append(batch)
-            else:
-                time.sleep(0.5)  # the trainer's own protocol is to poll /batch
+        batches = take_batches(run_api, 2, proc, timeout_s=240)
         assert len(batches) == 2, (tmp_path / "serve.log").read_text()[-3000:]
     finally:
         proc.terminate()

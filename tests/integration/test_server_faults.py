@@ -123,11 +123,13 @@ def test_evaluate_stops_cleanly_on_a_hung_server_when_asked(own_vllm, tmp_path):
     proc = spawn(QA, "evaluate", own_vllm, log_path, "--env.data_dir_to_save_evals", str(tmp_path / "ev"),
                  "--env.max_tokens", "400", "--env.on_server_down", "stop")  # fmt: skip
     vllm_log = Log(own_vllm.log_path)
-    before = vllm_log.text().count("POST /v1/completions")
+    before = vllm_log.text().count("GET /v1/models")
     try:
         start = time.monotonic()
-        while vllm_log.text().count("POST /v1/completions") == before and time.monotonic() - start < 120:
-            time.sleep(0.1)  # wait until the evaluation is generating
+        while vllm_log.text().count("GET /v1/models") == before and time.monotonic() - start < 120:
+            time.sleep(0.05)  # wait for evaluate's start-up reachability probe
+        # hang the server right after it answered that probe: the evaluation then runs into a hung
+        # server whatever the speed of this machine (generating first raced a fast evaluation)
         suspend(own_vllm)
         rc = proc.wait(timeout=DETECT_S + 30)
     finally:

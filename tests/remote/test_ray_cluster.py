@@ -10,9 +10,11 @@ import asyncio
 import ipaddress
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -46,8 +48,10 @@ def solution(problem: dict, extra: str = "", variant: int = 0, time_limit_s: flo
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("ray")
+def cluster():
+    # Ray's session sockets live under $TMPDIR and AF_UNIX paths are limited to 107 bytes: a short
+    # directory under /tmp, not pytest's (CI's TMPDIR is inside the checkout, already long)
+    tmp = Path(tempfile.mkdtemp(prefix="rlvr-ray-", dir="/tmp"))
     (tmp / "ray").mkdir()  # Cluster() writes $TMPDIR/ray/ray_current_cluster
     saved = {k: os.environ.get(k) for k in ("TMPDIR", "RAY_USAGE_STATS_ENABLED")}
     os.environ.update(TMPDIR=str(tmp), RAY_USAGE_STATS_ENABLED="0")
@@ -60,6 +64,7 @@ def cluster(tmp_path_factory):
     assert ray_processes(descendants(os.getpid())) == []  # no raylet, GCS, monitor or worker is left
     for key, value in saved.items():
         os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.fixture
