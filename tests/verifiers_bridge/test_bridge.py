@@ -256,23 +256,3 @@ def test_process_from_the_command_line(tiny, tok, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     groups = [json.loads(line) for line in (tmp_path / "g.jsonl").read_text().splitlines()]
     assert len(groups) == 5 and "dropped         {'error': 1}" in done.stdout
-
-
-MATRIX = sorted((ROOT / ".cache" / "verifiers-matrix").glob("venv-0.*/bin/python"))
-
-
-@pytest.mark.skipif(not MATRIX, reason="no verifiers-matrix venvs (scripts/verifiers_matrix.py builds them)")
-@pytest.mark.parametrize("python", MATRIX, ids=lambda p: p.parents[1].name)
-def test_bridge_on_each_verifiers_version(tiny, python):
-    """Classic versions run every fixture with rewards on their own tokens; 0.4 (v1 only) is refused
-    with one message."""
-    import subprocess
-
-    smoke = ROOT / "tests" / "verifiers_bridge" / "bridge_smoke.py"
-    done = subprocess.run([str(python), str(smoke), str(tiny)], capture_output=True, text=True, timeout=300,
-                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))  # fmt: skip
-    if python.parents[1].name.startswith("venv-0.4"):
-        assert done.returncode != 0 and "v1 Tasksets are not bridged yet" in done.stderr
-    else:
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert done.stdout.count("rewards on their own tokens") == 3
