@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from environments.episodes import EnvStep, MultiTurnTask, to_rollout  # noqa: E402
-from environments.local_model import VLLMServer, build_tiny_model  # noqa: E402
+from environments.local_model import build_tiny_model, vllm_for  # noqa: E402
 from environments.rollouts import assemble_group  # noqa: E402
 from environments.task import Item  # noqa: E402
 from environments.turn_tokens import ChatTokens  # noqa: E402
@@ -157,11 +157,7 @@ def main() -> None:
     print(f"\n1. runtime cost per turn ({GROUPS} groups x {N} episodes x {TURNS} turns, instant server/env)")
     print(f"   rlvr-envs episode runtime   {runtime_ms:7.3f} ms/turn  (target <= 2 ms)")
     print(f"   raw id-list floor           {floor_ms:7.4f} ms/turn  ({runtime_ms / floor_ms:.0f}x the floor)")
-    server = None
-    url = args.url
-    if url is None:
-        server = VLLMServer(model, log_path=Path(tempfile.gettempdir()) / "multiturn_bench_vllm.log").start()
-        url = server.base_url
+    url, server = vllm_for(args.url, model, Path(tempfile.gettempdir()) / "multiturn_bench_vllm.log")
     try:
         from tests.integration.multiturn_env import RetryEnv
         from tests.integration.varied_env import VariedEnv

@@ -99,13 +99,10 @@ def main() -> None:
     p.add_argument("--url", default=os.environ.get("RLVR_VLLM_URL"))
     p.add_argument("--model", default=os.environ.get("RLVR_TINY_MODEL"))
     args = p.parse_args()
-    from environments.local_model import VLLMServer, build_tiny_model
+    from environments.local_model import build_tiny_model, vllm_for
 
     model = args.model or str(build_tiny_model(ROOT / ".cache" / "tiny-model"))
-    server = None
-    if not args.url:
-        server = VLLMServer(model, log_path=ROOT / ".cache" / "bench-vllm.log").start()
-        args.url = server.base_url
+    args.url, server = vllm_for(args.url, model, ROOT / ".cache" / "bench-vllm.log")
     try:
         asyncio.run(raw_client(args.url, model))  # warm-up: first logprobs/compile costs
         with tempfile.TemporaryDirectory() as tmp:

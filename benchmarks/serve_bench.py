@@ -109,13 +109,10 @@ def main() -> None:
     p.add_argument("--batches", type=int, default=6)
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args()
-    from environments.local_model import VLLMServer, build_tiny_model
+    from environments.local_model import build_tiny_model, vllm_for
 
     model = args.model or str(build_tiny_model(ROOT / ".cache" / "tiny-model"))
-    server = None
-    if not args.url:
-        server = VLLMServer(model, log_path=ROOT / ".cache" / "bench-vllm.log").start()
-        args.url = server.base_url
+    args.url, server = vllm_for(args.url, model, ROOT / ".cache" / "bench-vllm.log")
     loads = [Path("/proc/loadavg").read_text().split()[0]]
     results: dict[str, list[tuple[float, float, float]]] = {"rlvr-envs": [], "atroposlib": []}
     try:

@@ -49,13 +49,10 @@ def main() -> None:
     p.add_argument("--model", default=os.environ.get("RLVR_TINY_MODEL"))
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args()
-    from environments.local_model import VLLMServer, build_tiny_model
+    from environments.local_model import build_tiny_model, vllm_for
 
     model = args.model or str(build_tiny_model(ROOT / ".cache" / "tiny-model"))
-    server = None
-    if not args.url:
-        server = VLLMServer(model, log_path=ROOT / ".cache" / "bench-vllm.log").start()
-        args.url = server.base_url
+    args.url, server = vllm_for(args.url, model, ROOT / ".cache" / "bench-vllm.log")
     load_before = Path("/proc/loadavg").read_text().split()[:3]
     rows: list[tuple[str, list[float], float | None]] = []
 

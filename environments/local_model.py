@@ -214,3 +214,12 @@ class VLLMServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def vllm_for(url: str | None, model: str | Path, log_path: str | Path) -> tuple[str, VLLMServer | None]:
+    """`url` when given (an already running server), else the base URL of a local vLLM started here
+    serving `model`, with that server: the caller stops it (`server.stop()`) when done."""
+    if url:
+        return url, None
+    server = VLLMServer(model, log_path=log_path).start()
+    return server.base_url, server
