@@ -34,6 +34,7 @@ from environments.turn_tokens import ChatTokens  # noqa: E402
 from rubrics.core import RewardResult, Rubric, Sample  # noqa: E402
 
 GROUPS, N, TURNS, TOKENS = 16, 8, 3, 16
+BATCHINGS = (32, 1)  # --env.max_batch_prompts: the default, and one request per sampling call
 
 
 class InstantServer:
@@ -162,32 +163,53 @@ def main() -> None:
         from tests.integration.multiturn_env import RetryEnv
         from tests.integration.varied_env import VariedEnv
 
-        single, multi, raw = [], [], []
+        rates: dict[int, tuple[list[float], list[tuple[float, float]]]] = {b: ([], []) for b in BATCHINGS}
+        raw = []
         with tempfile.TemporaryDirectory() as tmp:
             asyncio.run(process_rate(VariedEnv, url, str(model), Path(tmp, "warm.jsonl")))  # warm the server
             for r in range(args.repeats):
-                secs, n = asyncio.run(process_rate(VariedEnv, url, str(model), Path(tmp, f"s{r}.jsonl")))
-                single.append(n / secs)
-                secs, n = asyncio.run(process_rate(RetryEnv, url, str(model), Path(tmp, f"m{r}.jsonl")))
-                multi.append((n / secs, n / TURNS / secs))
+                for batch in BATCHINGS:  # alternated in one run
+                    single, multi = rates[batch]
+                    secs, n = asyncio.run(process_rate(VariedEnv, url, str(model), Path(tmp, f"s{r}{batch}.jsonl"),
+                                                       max_batch_prompts=batch))  # fmt: skip
+                    single.append(n / secs)
+                    secs, n = asyncio.run(process_rate(RetryEnv, url, str(model), Path(tmp, f"m{r}{batch}.jsonl"),
+                                                       max_batch_prompts=batch))  # fmt: skip
+                    multi.append((n / secs, n / TURNS / secs))
                 raw.append(asyncio.run(raw_client(url, str(model))))
     finally:
         if server is not None:
             server.stop()
-    completions = statistics.median(single)
-    turns = statistics.median(t for t, _ in multi)
-    episodes = statistics.median(e for _, e in multi)
     print(
         f"\n2. process on the tiny model ({GROUPS} groups x {N}, {TOKENS} tokens per turn, median of {args.repeats})"
     )
-    print(f"   single-turn completions/s   {completions:7.1f}")
-    print(f"   multi-turn turns/s          {turns:7.1f}   episodes/s {episodes:6.1f}  ({TURNS} turns each)")
-    print(f"   turns/s vs completions/s    {turns / completions:7.2f}   (target >= 0.8)")
+    for batch in BATCHINGS:
+        single, multi = rates[batch]
+        completions = statistics.median(single)
+        turns = statistics.median(t for t, _ in multi)
+        episodes = statistics.median(e for _, e in multi)
+        label = f"max_batch_prompts={batch}" + (
+            " (default)" if batch == BATCHINGS[0] else " (a request per call)"
+        )
+        print(f"   {label}")
+        print(
+            f"     single-turn completions/s {completions:7.1f}   range {min(single):.1f}-{max(single):.1f}"
+        )
+        print(
+            f"     multi-turn turns/s        {turns:7.1f}   episodes/s {episodes:6.1f}  ({TURNS} turns each)"
+        )
+        print(f"     turns/s vs completions/s  {turns / completions:7.2f}   (target >= 0.8)")
+    base_single = statistics.median(rates[BATCHINGS[-1]][0])
+    base_turns = statistics.median(t for t, _ in rates[BATCHINGS[-1]][1])
+    print(
+        f"   batched vs a request per call: completions/s x{statistics.median(rates[BATCHINGS[0]][0]) / base_single:.2f},"
+        f" turns/s x{statistics.median(t for t, _ in rates[BATCHINGS[0]][1]) / base_turns:.2f}"
+    )
     batched, single_prompt = statistics.median(b for b, _ in raw), statistics.median(s for _, s in raw)
     print(f"   raw client, n=8 requests    {batched:7.1f} completions/s (the server, no runtime)")
     print(
         f"   raw client, n=1 requests    {single_prompt:7.1f} completions/s  ratio {single_prompt / batched:.2f}"
-        " (later turns' shape: the server's own ceiling for the ratio above)"
+        " (later turns' shape, one request each)"
     )
     print(f"load average after: {Path('/proc/loadavg').read_text().split()[:3]}")
 

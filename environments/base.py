@@ -57,6 +57,7 @@ from environments.server_health import InferenceWatcher, OnDown, Outage
 from environments.servers import (
     TOKEN_CAPABLE,
     LogprobsMode,
+    VLLMTokenServer,
     check_logprobs_mode,
     check_reachable,
     server_class_for,
@@ -90,6 +91,12 @@ class RubricEnvConfig(BaseEnvConfig):
     vllm_api: Literal["openai", "generate"] = Field(
         default="openai",
         description="server_type vllm: 'openai' = stock vLLM server, 'generate' = atroposlib's /generate",
+    )
+    max_batch_prompts: int = Field(
+        default=32,
+        ge=1,
+        description="server_type vllm (stock vLLM): concurrent sampling calls sent as one request of at most "
+        "this many token-id prompts (1 = a request per call)",
     )
     seed: int = Field(default=0, description="Shuffling seed of the train items")
     scorer: Literal["local", "ray"] = Field(
@@ -194,6 +201,9 @@ class RubricEnv(RunApiClient, BaseEnv):
         self.server_cls = server_class_for(server_type, config.vllm_api)
         self.token_capable = server_type in TOKEN_CAPABLE
         super().__init__(config, server_configs, slurm=slurm, testing=testing)
+        for server in getattr(self.server, "servers", []):
+            if isinstance(server, VLLMTokenServer):
+                server.max_batch_prompts = config.max_batch_prompts
         config.data_path_to_save_groups = self.output_path  # BaseEnv opened no writer of its own
         self.task = self.task_cls(config)
         self.rubric: Rubric | None = None

@@ -17,6 +17,7 @@ Which class a run uses (`server_class_for`):
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -28,19 +29,27 @@ from atroposlib.envs.server_handling.sglang_server import SGLangServer
 from atroposlib.envs.server_handling.trl_vllm_server import TrlVllmServer
 from atroposlib.envs.server_handling.vllm_server import VLLMServer
 
+from environments.completion_batcher import CompletionBatcher, Deliver
+from environments.token_completions import (
+    InferenceError,
+    StreamedChoices,
+    parse_token_completions,
+)
+
 TOKEN_CAPABLE = ("vllm", "sglang")
 
 
-class InferenceError(RuntimeError):
-    """An inference server answered with something unusable (the message says what)."""
-
-
 class VLLMTokenServer(VLLMServer):
-    """Token-in / token-out generation on a stock vLLM OpenAI-compatible server."""
+    """Token-in / token-out generation on a stock vLLM OpenAI-compatible server. Concurrent calls
+    with the same sampling parameters share one request (`completion_batcher`); `max_batch_prompts`
+    (set from `--env.max_batch_prompts`; 1 = one request per call) caps a request's prompts."""
+
+    max_batch_prompts: int = 32
 
     def __init__(self, config: APIServerConfig, reasoning_config: Any = None) -> None:
         super().__init__(config, reasoning_config=reasoning_config)
         self._http: httpx.AsyncClient | None = None
+        self._batcher: CompletionBatcher | None = None
 
     def _client(self) -> httpx.AsyncClient:
         if self._http is None or self._http.is_closed:
@@ -52,6 +61,12 @@ class VLLMTokenServer(VLLMServer):
                 limits=httpx.Limits(max_connections=self.config.num_max_requests_at_once),
             )
         return self._http
+
+    @property
+    def batcher(self) -> CompletionBatcher:
+        if self._batcher is None or self._batcher.max_prompts != self.max_batch_prompts:
+            self._batcher = CompletionBatcher(self._send_prompts, self.max_batch_prompts)
+        return self._batcher
 
     async def _tokens_and_logprobs_completion_wrapper(self, **kwargs: Any) -> tuple[list, list, list, list]:
         """Returns `(prompt_tokens, [output_ids], [output_logprobs], [finish_reasons])`, one per choice."""
@@ -67,43 +82,40 @@ class VLLMTokenServer(VLLMServer):
             if alias in kwargs:
                 kwargs["max_tokens"] = kwargs.pop(alias)
         kwargs.pop("model", None)
-        n = int(kwargs.get("n", 1))
+        kwargs["n"] = int(kwargs.get("n", 1))
+        ids, lps, reasons = await self.batcher.complete(prompt_tokens, kwargs)
+        return prompt_tokens, ids, lps, reasons
+
+    async def _send_prompts(
+        self, prompts: list[list[int]], params: Mapping[str, Any], deliver: Deliver
+    ) -> None:
+        """One `/completions` request for `prompts`; several are streamed, so each prompt's samples
+        are delivered as soon as its `n` choices have finished."""
+        n = int(params["n"])
         body = {
-            **kwargs,
+            **params,
             "model": self.config.model_name,
-            "prompt": prompt_tokens,
+            "prompt": prompts if len(prompts) > 1 else prompts[0],
             "logprobs": 0,
             "return_token_ids": True,
             "return_tokens_as_token_ids": True,
         }
-        response = await self._client().post("/completions", json=body)
-        if response.status_code != 200:
-            raise InferenceError(f"vLLM /completions returned {response.status_code}: {response.text[:300]}")
-        return parse_token_completion(response.json(), prompt_tokens, n)
-
-
-def parse_token_completion(payload: dict, prompt_tokens: list[int], n: int) -> tuple[list, list, list, list]:
-    """Validate a vLLM `/v1/completions` body returned with `return_token_ids` and `logprobs=0`."""
-    choices = sorted(payload.get("choices") or [], key=lambda c: c.get("index", 0))
-    if len(choices) != n:
-        raise InferenceError(f"asked for n={n} completions, got {len(choices)}")
-    ids_list, lps_list, reasons = [], [], []
-    for choice in choices:
-        echoed = choice.get("prompt_token_ids")
-        if echoed is not None and list(echoed) != prompt_tokens:
-            raise InferenceError("server sampled from a different prompt than the one sent")
-        ids = choice.get("token_ids")
-        logprobs = (choice.get("logprobs") or {}).get("token_logprobs")
-        if ids is None or logprobs is None:
-            raise InferenceError("response lacks token_ids/logprobs: is this a vLLM OpenAI server?")
-        if len(ids) != len(logprobs):
-            raise InferenceError(f"{len(ids)} token ids but {len(logprobs)} logprobs")
-        if any(lp is None for lp in logprobs):
-            raise InferenceError("a sampled token has no logprob")
-        ids_list.append([int(t) for t in ids])
-        lps_list.append([float(lp) for lp in logprobs])
-        reasons.append(choice.get("finish_reason") or "stop")
-    return prompt_tokens, ids_list, lps_list, reasons
+        if len(prompts) == 1:
+            response = await self._client().post("/completions", json=body)
+            if response.status_code != 200:
+                raise InferenceError(
+                    f"vLLM /completions returned {response.status_code}: {response.text[:300]}"
+                )
+            deliver(0, parse_token_completions(response.json(), prompts, n)[0])
+            return
+        stream = StreamedChoices(prompts, n, deliver)
+        async with self._client().stream("POST", "/completions", json={**body, "stream": True}) as response:
+            if response.status_code != 200:
+                text = (await response.aread()).decode(errors="replace")
+                raise InferenceError(f"vLLM /completions returned {response.status_code}: {text[:300]}")
+            async for line in response.aiter_lines():
+                if line.startswith("data: {"):
+                    stream.add(json.loads(line[6:]))
 
 
 def server_class_for(server_type: str, vllm_api: str) -> type[APIServer]:

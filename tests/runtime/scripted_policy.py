@@ -1,7 +1,9 @@
 """A scripted policy on 127.0.0.1: an OpenAI-compatible server (vLLM's token shape) whose answers a
 test writes as a function of the conversation the policy sees.
 
-`/v1/completions` takes the prompt as token ids and returns `token_ids`, per-token `logprobs`,
+`/v1/completions` takes the prompt as token ids (or a list of token-id prompts, as vLLM does: choice
+`i * n + j` is sample `j` of prompt `i`; one failing prompt fails the whole request;
+`stream: true` streams each prompt's choices as that prompt is answered) and returns `token_ids`, per-token `logprobs`,
 `prompt_token_ids` and `finish_reason` like stock vLLM with `return_token_ids` (the answer text is
 tokenised with the real tokenizer, the end-of-turn id appended, cut at `max_tokens` with
 `finish_reason: length`); `/v1/chat/completions` serves text-only clients. Every request waits a
@@ -15,6 +17,7 @@ context (special tokens kept), i.e. exactly what a real model would condition on
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import socket
 import threading
@@ -24,7 +27,7 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 Answer = Callable[[str, int], str]
 
@@ -67,13 +70,22 @@ class ScriptedPolicy:
             body = await request.json()
             self.requests.append(body)
             await asyncio.sleep(self.rng.uniform(*self.latency_s))
-            prompt_ids = [int(t) for t in body["prompt"]]
-            text = self.tokenizer.decode(prompt_ids)
-            await self._gate(text)
-            if self.fail_when is not None and self.fail_when(text):
+            prompt = body["prompt"]
+            batch = [prompt] if not prompt or isinstance(prompt[0], int) else prompt  # one or a list
+            prompts = [[int(t) for t in p] for p in batch]
+            texts = [self.tokenizer.decode(p) for p in prompts]
+            if self.fail_when is not None and any(self.fail_when(text) for text in texts):
                 return JSONResponse({"error": "scripted outage"}, status_code=500)
+            n, max_tokens = body.get("n", 1), int(body["max_tokens"])
+            if body.get("stream"):
+                return StreamingResponse(
+                    self._stream(texts, prompts, n, max_tokens), media_type="text/event-stream"
+                )
+            await asyncio.gather(*(self._gate(text) for text in texts))
             choices = [
-                self._choice(text, i, prompt_ids, int(body["max_tokens"])) for i in range(body.get("n", 1))
+                dict(self._choice(text, j, ids, max_tokens), index=i * n + j)
+                for i, (text, ids) in enumerate(zip(texts, prompts, strict=True))
+                for j in range(n)
             ]
             self.rng.shuffle(choices)
             return {"id": "cmpl", "object": "text_completion", "model": self.model, "choices": choices}
@@ -118,6 +130,38 @@ class ScriptedPolicy:
         for held, _, event in self.holds:
             if held(text):
                 await event.wait()
+
+    async def _stream(self, texts: list[str], prompts: list[list[int]], n: int, max_tokens: int) -> Any:
+        """vLLM's streamed shape: each prompt answers on its own (its own latency and gate), each of
+        its choices in two chunks (the echoed prompt ids in the first, the finish reason in the last)."""
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+
+        async def answer(i: int) -> None:
+            await asyncio.sleep(self.rng.uniform(*self.latency_s))
+            await self._gate(texts[i])
+            choices = [
+                dict(self._choice(texts[i], j, prompts[i], max_tokens), index=i * n + j) for j in range(n)
+            ]
+            self.rng.shuffle(choices)
+            for choice in choices:
+                half = len(choice["token_ids"]) // 2
+                lps = choice["logprobs"]["token_logprobs"]
+                first = dict(choice, token_ids=choice["token_ids"][:half], finish_reason=None,
+                             logprobs={"token_logprobs": lps[:half]})  # fmt: skip
+                last = dict(choice, token_ids=choice["token_ids"][half:], prompt_token_ids=None,
+                            logprobs={"token_logprobs": lps[half:]})  # fmt: skip
+                for part in (first, last):
+                    await queue.put({"id": "cmpl", "object": "text_completion", "choices": [part]})
+
+        async def all_answers() -> None:
+            await asyncio.gather(*(answer(i) for i in range(len(prompts))))
+            await queue.put(None)
+
+        task = asyncio.create_task(all_answers())
+        while (chunk := await queue.get()) is not None:
+            yield f"data: {json.dumps(chunk)}\n\n"
+        await task
+        yield "data: [DONE]\n\n"
 
     def _choice(self, text: str, index: int, prompt_ids: list[int], max_tokens: int) -> dict[str, Any]:
         ids = list(self.tokenizer.encode(self.answer(text, index), add_special_tokens=False)) + [self.eos]

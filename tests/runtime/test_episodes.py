@@ -92,6 +92,8 @@ async def test_a_slow_episode_does_not_hold_back_the_others(tiny, policy):
     rollouts, results = await env.rollout_and_score(target(env, "8"), 2)
     assert all(r.verified for r in results) and policy.holds[0][2].is_set()
     assert sorted(len(r.episode.turns) for r in rollouts) == [3, 3]
+    # the two episodes' 2nd turns went out as one streamed request: A's held answer did not hold B's
+    assert any(r.get("stream") and len(r["prompt"]) == 2 for r in policy.requests)
 
 
 async def test_episode_stops_on_success_and_turn_budget(tiny, policy):

@@ -9,7 +9,8 @@ from atroposlib.envs.server_handling.openai_server import OpenAIServer
 from atroposlib.envs.server_handling.vllm_server import VLLMServer
 
 from environments.output import GroupWriter, read_groups, write_html
-from environments.servers import InferenceError, VLLMTokenServer, parse_token_completion, server_class_for
+from environments.servers import VLLMTokenServer, server_class_for
+from environments.token_completions import InferenceError, parse_token_completion
 
 
 def test_writer_resumes_without_duplicates_and_repairs_a_torn_line(tmp_path):
