@@ -161,6 +161,8 @@ class VLLMServer:
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
         env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
+        # atroposlib's /generate server writes its trainer bridge file into the cwd unless told where
+        env.setdefault("VLLM_BRIDGE_CONFIG_PATH", str(self.log_path.parent / "vllm_bridge_config.json"))
         cmd = [
             sys.executable, "-m", self.module,
             "--model", self.model, "--host", "127.0.0.1", "--port", str(self.port),
