@@ -69,6 +69,19 @@ async def test_tool_calls_run_through_the_env_and_results_reach_the_next_turn(to
     assert env.drops == {} and env.statuses == {"ok": 4 * len(env.train_items)}
 
 
+async def test_a_stateful_tool_env_injects_each_episodes_own_state(tool_tok_dir, tok):  # noqa: F811
+    with ScriptedPolicy(tok, calc_policy, latency_s=(0.0, 0.04), seed=8) as policy:
+        env = make_env(tool_tok_dir, policy, "vf_tools", {"stateful": True}, max_token_length=2048)
+        await env.setup()
+        # the hidden argument is not offered to the model
+        assert '"ledger"' not in str(env.task.parse_tools) and "add" in str(env.task.parse_tools)
+        for item in env.train_items:
+            group = (await env.group_for(item, training=True)).group
+            assert group is not None
+            assert [r["components"]["ledger_matches"] for r in group["rewards"]] == [1.0] * 4
+            assert sorted(group["scores"]) == [0.0, 1.0, 1.0, 1.0]
+
+
 async def test_a_malformed_tool_call_gets_the_envs_error_back_never_a_crash(tool_tok_dir, tok):  # noqa: F811
     with ScriptedPolicy(tok, lambda text, i: calc_policy(text, 2)) as policy:
         env = make_env(tool_tok_dir, policy, "vf_tools", max_token_length=2048)
