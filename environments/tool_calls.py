@@ -81,8 +81,8 @@ class ToolCallParser:
             raise ToolSupportError(
                 f"the {name!r} tool parser does not fit this tokenizer ({type(exc).__name__}: {exc})"
             ) from exc
-        # the parser logs a traceback for every malformed call; those are the model's, counted by us
-        logging.getLogger(type(self.parser).__module__).addFilter(lambda r: r.levelno < logging.ERROR)
+        # the parser logs a traceback for every malformed call: the model's, answered by the env
+        logging.getLogger(type(self.parser).__module__).addFilter(_below_error)  # idempotent
         self.start = getattr(self.parser, "tool_call_start_token", None) or getattr(
             self.parser, "bot_token", None
         )
@@ -122,6 +122,10 @@ class ToolCallParser:
             }
             return ParsedTurn(before or None, [call], malformed=True)
         return ParsedTurn(text)
+
+
+def _below_error(record: logging.LogRecord) -> bool:
+    return record.levelno < logging.ERROR
 
 
 def _call_id() -> str:

@@ -33,7 +33,9 @@ sampled tokens, alignment invariants, tri-state rewards, resumable `process`, `e
   (`tool_calls` with JSON-string arguments; 0.2+ normalises it to its pydantic ToolCall); the env's
   own `env_response` runs the tools and its tool messages are rendered after the exact sampled ids
   (masked out). A call whose JSON does not parse reaches the env as a call with the raw text as
-  arguments, so the env's own handling answers it (ToolEnv: the JSON error, back to the model).
+  arguments, so the env's own handling answers it (ToolEnv: the JSON error, back to the model; with
+  the error type in its `stop_errors`, `vf.ToolParseError` ends the episode, which is scored: the
+  model's fault, not the environment's).
 * **Refused loudly** (`VerifiersBridgeError` at construction): completion-mode envs; tool envs on
   a text-only server, without vLLM's tool parsers, with an unknown parser or one that does not fit
   the tokenizer, or with a chat template that ignores `tools=`, writes calls the parser does not
@@ -294,7 +296,16 @@ class VerifiersTask(MultiTurnTask):
         await self.record_turns(state, messages)
         if await self.vf_env.is_completed(state):
             return self._done(state)
-        reply = await self.vf_env.env_response(self.normalize(messages), state)
+        try:
+            reply = await self.vf_env.env_response(self.normalize(messages), state)
+        except Exception as exc:
+            if isinstance(exc, getattr(require("classic"), "ToolParseError", ())):
+                # a tool env's `stop_errors` stop on the MODEL's unparseable call: scored, not unverified
+                state["rlvr_tool_parse_error"] = (
+                    f"{type(exc.__cause__ or exc).__name__}: {exc.__cause__ or exc}"
+                )
+                return EnvStep(done=True, reason="vf:tool_parse_error")
+            raise
         if state.get("final_env_response") is not None:
             await self.vf_env.is_completed(state)  # fires has_final_env_response and the cleanups
             return self._done(state)

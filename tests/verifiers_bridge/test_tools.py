@@ -101,6 +101,21 @@ async def test_a_malformed_tool_call_gets_the_envs_error_back_never_a_crash(tool
         assert len(ep["turns"]) == 4 and ep["stop_reason"] == "vf:no_tools_called"
 
 
+async def test_a_stop_error_on_a_malformed_call_ends_the_episode_scored(tool_tok_dir, tok):  # noqa: F811
+    """With `stop_errors=[JSONDecodeError]` the env stops on the model's bad call (vf.ToolParseError):
+    the episode ends there and is scored (0: no answer), never unverified, never a crash."""
+    with ScriptedPolicy(tok, calc_policy) as policy:
+        env = make_env(tool_tok_dir, policy, "vf_tools", {"stop_on_bad_json": True}, max_token_length=2048)
+        await env.setup()
+        group = (await env.group_for(env.train_items[0], training=True)).group
+    assert group is not None
+    bad = [k for k, msgs in enumerate(group["messages"]) if "Adding first." in str(msgs)]
+    assert len(bad) == 1
+    assert group["episodes"][bad[0]]["stop_reason"] == "vf:tool_parse_error"
+    assert len(group["episodes"][bad[0]]["turns"]) == 1 and group["scores"][bad[0]] == 0.0
+    assert sorted(group["scores"]) == [0.0, 0.0, 1.0, 1.0] and env.statuses == {"ok": 4}
+
+
 async def test_evaluate_writes_the_tool_conversations(tool_tok_dir, tok, tmp_path):  # noqa: F811
     with ScriptedPolicy(tok, calc_policy) as policy:
         env = make_env(
