@@ -164,3 +164,41 @@ def test_a_tool_env_on_a_text_only_server_is_refused(tool_tok_dir, tok):  # noqa
     )
     with pytest.raises(VerifiersBridgeError, match="need a token server"):
         VerifiersEnv(config, [server])
+
+
+def test_parallel_calls_parse_and_their_results_render_as_one_turn(tool_tok_dir):
+    """Two calls in one turn: two OpenAI tool calls (JSON-string arguments, rendered to the template
+    as the objects they encode), and their two results in one masked-out user turn."""
+    from transformers import AutoTokenizer
+
+    from environments.tool_calls import ToolCallParser
+    from environments.turn_tokens import ChatTokens
+    from tests.verifiers_bridge.policies import call
+
+    tool_tok = AutoTokenizer.from_pretrained(tool_tok_dir)
+    chat, parser = ChatTokens(tool_tok), ToolCallParser("hermes", tool_tok)
+    tools = [{"type": "function", "function": {"name": n, "parameters": {}}} for n in ("add", "multiply")]
+    text = "Both.\n" + call("add", a=1, b=2) + "\n" + call("multiply", a=3, b=4)
+    parsed = parser.parse(text, tools)
+    assert not parsed.malformed and parsed.content == "Both.\n"
+    assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in parsed.tool_calls] == [
+        ("add", {"a": 1, "b": 2}),
+        ("multiply", {"a": 3, "b": 4}),
+    ]
+    message = parsed.message()
+    rendered = chat.render([{"role": "user", "content": "q"}, message], False, tools)
+    assert '{"name": "add", "arguments": {"a": 1, "b": 2}}' in rendered  # an object, not a quoted string
+    sampled = chat.assistant(
+        list(chat.encode(text)) + [tool_tok.convert_tokens_to_ids("<|im_end|>")],
+        [0.0] * (len(chat.encode(text)) + 1),
+    )
+    results = [
+        {"role": "tool", "content": str(v), "tool_call_id": c["id"]}
+        for v, c in zip((3, 12), parsed.tool_calls, strict=True)
+    ]
+    env, _ = chat.env_turn(sampled, results, assistant_message=message, tools=tools)
+    assert env.text == (
+        "\n<|im_start|>user\n<tool_response>\n3\n</tool_response>\n<tool_response>\n12\n</tool_response>"
+        "<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert parser.parse("no calls here", tools).message() == {"role": "assistant", "content": "no calls here"}
