@@ -15,8 +15,9 @@ ToolEnv: a tool message with the JSON error, back to the model), instead of the 
 counting as "no tool called".
 
 `check_tool_template` refuses, with one message, a chat template that cannot carry tools for this
-parser: one that ignores `tools=`, writes tool calls in a form the parser does not read back, or
-drops tool results. vLLM missing is refused the same way (`ToolSupportError`).
+parser: one that ignores `tools=`, writes tool calls in a form the parser does not read back (from
+the text the bridge parses: sampled ids decoded without special tokens, so a family whose call
+markers are special tokens is refused, not silently never parsed), or drops tool results. vLLM missing is refused the same way (`ToolSupportError`).
 """
 
 from __future__ import annotations
@@ -168,12 +169,15 @@ def check_tool_template(chat: ChatTokens, parser: ToolCallParser, tools: Sequenc
     written = rendered[len(with_tools) :] if rendered.startswith(with_tools) else rendered
     if chat.closing and written.endswith(chat.closing):
         written = written[: -len(chat.closing)]
-    back = parser.parse(written, tools)
+    # what the bridge will parse: the sampled ids decoded without special tokens (`ChatTokens.content`)
+    seen = chat.decode(chat.encode(written), skip_special_tokens=True)
+    back = parser.parse(seen, tools)
     got = [(c["function"]["name"], _loads(c["function"]["arguments"])) for c in back.tool_calls]
     if back.malformed or got != [(name, _PROBE_ARGS)]:
+        lost = "" if seen == written else f" (decoded without special tokens: {seen!r})"
         raise ToolSupportError(
-            f"the chat template writes a tool call as {written!r}, which the {parser.name!r} tool parser "
-            f"reads as {got or 'no call'}: choose the parser of this model's family (--env.tool_parser)"
+            f"the chat template writes a tool call as {written!r}{lost}, which the {parser.name!r} tool "
+            f"parser reads as {got or 'no call'}: choose the parser of this model's family (--env.tool_parser)"
         )
     if _PROBE_RESULT not in result.text:
         raise ToolSupportError("the chat template drops tool results (role 'tool' renders no content)")

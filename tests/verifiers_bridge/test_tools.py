@@ -202,3 +202,18 @@ def test_parallel_calls_parse_and_their_results_render_as_one_turn(tool_tok_dir)
         "<|im_end|>\n<|im_start|>assistant\n"
     )
     assert parser.parse("no calls here", tools).message() == {"role": "assistant", "content": "no calls here"}
+
+
+def test_call_markers_that_are_special_tokens_are_refused_not_silently_lost(tool_tok_dir):
+    """The bridge parses the sampled text without special tokens; a tokenizer whose `<tool_call>`
+    markers are special tokens would hide every call, so the template check refuses it."""
+    from transformers import AutoTokenizer
+
+    from environments.tool_calls import ToolCallParser, ToolSupportError, check_tool_template
+    from environments.turn_tokens import ChatTokens
+
+    special = AutoTokenizer.from_pretrained(tool_tok_dir)
+    special.add_special_tokens({"additional_special_tokens": ["<tool_call>", "</tool_call>"]})
+    tools = [{"type": "function", "function": {"name": "add", "parameters": {}}}]
+    with pytest.raises(ToolSupportError, match="decoded without special tokens"):
+        check_tool_template(ChatTokens(special), ToolCallParser("hermes", special), tools)
