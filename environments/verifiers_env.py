@@ -62,8 +62,8 @@ from environments.base import RubricEnv, RubricEnvConfig
 from environments.episode_runtime import runner_for, token_budget
 from environments.episodes import EnvStep, Episode, EpisodeContext, MultiTurnTask, to_rollout
 from environments.task import DatasetError, Item, Split
-from environments.tool_calls import ToolCallParser, ToolSupportError, check_tool_template
-from environments.turn_tokens import ChatTokens
+from environments.tool_calls import ToolCallParser, ToolSupportError
+from environments.verifiers_tools import state_tools, tool_names, tool_parser_for, tool_specs
 from environments.vf_compat import VerifiersAPIError, classic_client, require
 from rubrics.core import RewardResult, Rubric, Sample, Status
 
@@ -168,43 +168,6 @@ def _check(value: Any, target: Any, is_group: bool) -> None:
             raise TypeError(f"returned {v!r}, not a number")
 
 
-# ------------------------------------------------------------------ tools
-def tool_specs(env: Any, info: Any) -> list[dict[str, Any]]:
-    """The OpenAI tool definitions a rollout of `env` with row `info` offers, by Verifiers' own rule
-    (`init_state`): 0.2+ `info["tool_defs"]` else `env.tool_defs`; 0.1.9 `env.oai_tools`."""
-    if isinstance(info, str):
-        info = json.loads(info) if info.strip() else {}
-    defs = (
-        info["tool_defs"]
-        if isinstance(info, Mapping) and "tool_defs" in info
-        else getattr(env, "tool_defs", None)
-    )
-    return [_openai_tool(t) for t in (defs or getattr(env, "oai_tools", None) or [])]
-
-
-def state_tools(state: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The tools a Verifiers state says its rollout has (`tool_defs` on 0.2+, `oai_tools` on 0.1.9)."""
-    defs = state.get("tool_defs") if "tool_defs" in state else state.get("oai_tools")
-    return [_openai_tool(t) for t in defs or []]
-
-
-def _openai_tool(tool: Any) -> dict[str, Any]:
-    """An OpenAI `{"type": "function", "function": {...}}` from either that or a vf.Tool (0.2+)."""
-    if isinstance(tool, Mapping) and "function" in tool:
-        return {"type": "function", **dict(tool)}
-    get = tool.get if isinstance(tool, Mapping) else lambda k, d=None: getattr(tool, k, d)
-    function = {
-        "name": get("name"),
-        "description": get("description") or "",
-        "parameters": get("parameters") or {},
-    }
-    return {"type": "function", "function": function}
-
-
-def _tool_names(tools: Iterable[Mapping[str, Any]]) -> list[str]:
-    return [str(t.get("function", {}).get("name")) for t in tools]
-
-
 # ------------------------------------------------------------------ task
 class _PendingRubric(Rubric):
     """What the episode runner calls per episode; the real scoring is the group's (see below)."""
@@ -289,7 +252,7 @@ class VerifiersTask(MultiTurnTask):
 
     async def env_step(self, ctx: EpisodeContext) -> EnvStep:
         state = await self.vf_state(ctx.item, ctx.state)
-        offered, own = _tool_names(self.tools(ctx.item) or []), _tool_names(state_tools(state))
+        offered, own = tool_names(self.tools(ctx.item) or []), tool_names(state_tools(state))
         if offered != own:
             return EnvStep(failure=f"the prompt offered tools {offered}, the Verifiers state has {own}")
         messages = [dict(m) for m in ctx.messages]
@@ -400,23 +363,12 @@ class VerifiersEnv(RubricEnv):
             [],
         )  # fmt: skip
         if tools:
-            self.task.tool_parser, self.task.parse_tools = self._tool_support(tools), tools
-
-    def _tool_support(self, tools: list[dict[str, Any]]) -> ToolCallParser:
-        """The tool parser for a tool env, or `VerifiersBridgeError` saying why tools cannot work here."""
-        name = self.config.vf_env_name
-        what = f"{name} is a tool environment (tools {_tool_names(tools)})"
-        if not self.token_capable:
-            raise VerifiersBridgeError(
-                f"{what}: tool envs need a token server (server_type vllm/sglang), where the bridge "
-                "renders the tools and parses the calls itself"
-            )
-        try:
-            parser = ToolCallParser(self.config.tool_parser, self.tokenizer)
-            check_tool_template(ChatTokens(self.tokenizer), parser, tools)
-        except ToolSupportError as exc:
-            raise VerifiersBridgeError(f"{what}, but {exc}") from exc
-        return parser
+            try:
+                parser = tool_parser_for(self.config.tool_parser, self.tokenizer, self.token_capable, tools)
+            except ToolSupportError as exc:
+                what = f"{config.vf_env_name} is a tool environment (tools {tool_names(tools)})"
+                raise VerifiersBridgeError(f"{what}, but {exc}") from exc
+            self.task.tool_parser, self.task.parse_tools = parser, tools
 
     def generation_params(self, split: str = "train") -> dict[str, Any]:
         params = super().generation_params(split)
