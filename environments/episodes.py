@@ -106,6 +106,11 @@ class MultiTurnTask(Task):
         """Shaping hook on the final reward (default: unchanged)."""
         return result
 
+    def tools(self, item: Item) -> list[dict[str, Any]] | None:
+        """The OpenAI tool definitions the episode's prompt offers (rendered by the chat template's
+        `tools=`); None for a task without tools."""
+        return None
+
     def assistant_message(self, content: str) -> dict[str, Any]:
         """The conversation message of a sampled turn (override to parse e.g. tool calls; the ids
         stay exactly as sampled either way)."""
@@ -202,7 +207,7 @@ class EpisodeRunner:
     ) -> list[Episode]:
         """`n` concurrent episodes of `item`, each with its `result` set (never raises for one
         episode's failure)."""
-        prompt = self.chat.prompt(item.prompt) if self.chat else None
+        prompt = self.chat.prompt(item.prompt, self.task.tools(item)) if self.chat else None
         if prompt is not None and len(prompt.ids) >= self.token_budget:
             raise ValueError(
                 f"a prompt of {len(prompt.ids)} tokens leaves no room in the token budget {self.token_budget}"
@@ -246,7 +251,10 @@ class EpisodeRunner:
                 extra = set(message) - {"role", "content"}  # e.g. tool_calls: the template needs the message
                 try:
                     env_segment, env_messages = self.chat.env_turn(  # type: ignore[union-attr]
-                        segment, step.messages, assistant_message=message if extra else None
+                        segment,
+                        step.messages,
+                        assistant_message=message if extra else None,
+                        tools=self.task.tools(ep.item),
                     )
                 except Exception as exc:  # noqa: BLE001 - the template refuses the message, or it cannot round-trip
                     reason = f"environment turn cannot be tokenised: {type(exc).__name__}: {exc}"

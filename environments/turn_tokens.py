@@ -32,6 +32,7 @@ assistant turns and the masked-out runs to exactly the rendered prompt and envir
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -98,9 +99,16 @@ class ChatTokens:
         earlier = self.render([*self.probe, _assistant(_THINK), _USER2], True)
         return last != generation + _THINK + self.closing or not earlier.startswith(last)
 
-    def render(self, messages: Sequence[Message], generation_prompt: bool) -> str:
+    def render(
+        self, messages: Sequence[Message], generation_prompt: bool, tools: Sequence[Message] | None = None
+    ) -> str:
+        """The template's text; `tools` (OpenAI tool definitions) go to the template's `tools=`."""
+        extra = {"tools": [dict(t) for t in tools]} if tools else {}
         return self.tokenizer.apply_chat_template(
-            [dict(m) for m in messages], tokenize=False, add_generation_prompt=generation_prompt
+            [_template_message(m) for m in messages],
+            tokenize=False,
+            add_generation_prompt=generation_prompt,
+            **extra,
         )
 
     def encode(self, text: str) -> tuple[int, ...]:
@@ -109,10 +117,10 @@ class ChatTokens:
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
         return self.tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
 
-    def prompt(self, messages: Sequence[Message]) -> Segment:
-        """The first context: the rendered prompt with the generation prompt (and the tokenizer's BOS
-        when it adds one and the template did not)."""
-        text = self.render(messages, True)
+    def prompt(self, messages: Sequence[Message], tools: Sequence[Message] | None = None) -> Segment:
+        """The first context: the rendered prompt (with the episode's `tools`, if any) and the
+        generation prompt (and the tokenizer's BOS when it adds one and the template did not)."""
+        text = self.render(messages, True, tools)
         if self._bos and not text.startswith(self._bos):
             text = self._bos + text
         return self._encoded("prompt", text)
@@ -127,19 +135,24 @@ class ChatTokens:
         return self.decode(segment.ids, skip_special_tokens=True)
 
     def env_turn(
-        self, previous: Segment, messages: Sequence[Message], assistant_message: Message | None = None
+        self,
+        previous: Segment,
+        messages: Sequence[Message],
+        assistant_message: Message | None = None,
+        tools: Sequence[Message] | None = None,
     ) -> tuple[Segment, list[dict[str, Any]]]:
         """The ids that follow the sampled turn `previous`: the rest of its end-of-turn text, the new
         `messages` and the next generation prompt. Returns the segment and the defused messages.
         `assistant_message`: the real previous message, for templates whose rendering of new messages
-        depends on it (e.g. tool results after a message with `tool_calls`)."""
+        depends on it (e.g. tool results after a message with `tool_calls`); `tools`: the episode's
+        tool definitions, rendered in the probe as in the prompt."""
         clean = [self.defuse_message(m) for m in messages]
-        if assistant_message is None:
+        if assistant_message is None and not tools:
             base, body = self._base, self.render([*self.probe, _assistant(_X), *clean], True)
         else:
-            real = dict(assistant_message)
-            base = self.render([*self.probe, real], False)
-            body = self.render([*self.probe, real, *clean], True)
+            real = dict(assistant_message) if assistant_message is not None else _assistant(_X)
+            base = self.render([*self.probe, real], False, tools)
+            body = self.render([*self.probe, real, *clean], True, tools)
         if not body.startswith(base):
             raise TemplateError("the template renders earlier turns differently once a message is added")
         return self._encoded("env", self.closing_rest(previous) + body[len(base) :]), clean
@@ -216,6 +229,28 @@ def segment_violations(
             what = "assistant turn" if e[0] else "prompt/environment text"
             return [f"run {k} ({what}) decodes to {g[1][:60]!r}, expected {e[1][:60]!r}"]
     return [f"{len(got)} masked runs but {len(expected)} expected segments"]
+
+
+def _template_message(message: Message) -> dict[str, Any]:
+    """`message` as chat templates expect it: tool-call arguments given as a JSON string (OpenAI's
+    wire form) become the object they encode (vLLM does the same before rendering); arguments that
+    are not valid JSON (a malformed call) stay the string the model wrote."""
+    out = dict(message)
+    calls = out.get("tool_calls")
+    if not calls:
+        return out
+    fixed = []
+    for call in calls:
+        call = dict(call)
+        function = call.get("function")
+        if isinstance(function, Mapping) and isinstance(function.get("arguments"), str):
+            try:
+                call["function"] = {**function, "arguments": json.loads(function["arguments"])}
+            except ValueError:
+                pass
+        fixed.append(call)
+    out["tool_calls"] = fixed
+    return out
 
 
 def _assistant(content: str) -> dict[str, str]:

@@ -26,8 +26,20 @@ sampled tokens, alignment invariants, tri-state rewards, resumable `process`, `e
   functions returning the wrong number of values on the failing rollout's own state: that sample
   is unverified (score None, counted in `reward_status/error`, kept out of training groups).
   Rewards are read from each episode's own state object (identity), never paired by position.
-* **Refused loudly**: completion-mode envs and tool envs (`oai_tools`): this bridge does not parse
-  tool calls yet, and a tool env without its tools would silently score ~0.
+* **Tools** (ToolEnv, StatefulToolEnv, any env with `oai_tools` / 0.2+ `tool_defs`, per row by
+  Verifiers' own rule): the tool definitions go into the prompt through the chat template's
+  `tools=`; each sampled turn is parsed in process by vLLM's tool parser `--env.tool_parser`
+  (default hermes; `environments.tool_calls`) into the OpenAI assistant message Verifiers expects
+  (`tool_calls` with JSON-string arguments; 0.2+ normalises it to its pydantic ToolCall); the env's
+  own `env_response` runs the tools and its tool messages are rendered after the exact sampled ids
+  (masked out). A call whose JSON does not parse reaches the env as a call with the raw text as
+  arguments, so the env's own handling answers it (ToolEnv: the JSON error, back to the model; with
+  the error type in its `stop_errors`, `vf.ToolParseError` ends the episode, which is scored: the
+  model's fault, not the environment's).
+* **Refused loudly** (`VerifiersBridgeError` at construction): completion-mode envs; tool envs on
+  a text-only server, without vLLM's tool parsers, with an unknown parser or one that does not fit
+  the tokenizer, or with a chat template that ignores `tools=`, writes calls the parser does not
+  read back or drops tool results (a tool env without its tools would silently score ~0).
 * Process hygiene: Verifiers' SIGINT/SIGTERM handlers installed while loading are undone.
 """
 
@@ -50,6 +62,8 @@ from environments.base import RubricEnv, RubricEnvConfig
 from environments.episode_runtime import runner_for, token_budget
 from environments.episodes import EnvStep, Episode, EpisodeContext, MultiTurnTask, to_rollout
 from environments.task import DatasetError, Item, Split
+from environments.tool_calls import ToolCallParser, ToolSupportError
+from environments.verifiers_tools import state_tools, tool_names, tool_parser_for, tool_specs
 from environments.vf_compat import VerifiersAPIError, classic_client, require
 from rubrics.core import RewardResult, Rubric, Sample, Status
 
@@ -66,6 +80,10 @@ class VerifiersEnvConfig(RubricEnvConfig):
     env_args: str = Field(default="{}", description="JSON object of load_environment keyword arguments")
     max_turns: int = Field(default=10, description="Turn budget for envs that set none (max_turns <= 0)")
     max_episode_tokens: int | None = Field(default=None, description="Token budget of one episode")
+    tool_parser: str = Field(
+        default="hermes",
+        description="Tool envs: vLLM tool parser of the model's family (hermes, llama3_json, mistral, ...)",
+    )
 
 
 def load_vf_env(name: str, env_args: str | Mapping[str, Any]) -> Any:
@@ -90,12 +108,6 @@ def load_vf_env(name: str, env_args: str | Mapping[str, Any]) -> Any:
             signal.signal(sig, handler)
     if getattr(env, "message_type", "chat") != "chat":
         raise VerifiersBridgeError(f"{name}: message_type {env.message_type!r} is not supported (chat only)")
-    if getattr(env, "oai_tools", None):
-        tools = [t.get("function", {}).get("name") for t in env.oai_tools]
-        raise VerifiersBridgeError(
-            f"{name} is a tool environment (tools {tools}): the bridge does not parse tool calls yet, "
-            "and the env without its tools would score ~0 silently"
-        )
     guard_rubric(env.rubric)
     return env
 
@@ -178,6 +190,8 @@ class VerifiersTask(MultiTurnTask):
         # init_state wants a client (0.2+ validates its type); the bridge never calls it: the model
         # is sampled by the runtime. A closed loopback port, so a stray call fails at once.
         self.placeholder_client = classic_client(AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="x"))
+        self.tool_parser: ToolCallParser | None = None  # set by VerifiersEnv for tool envs
+        self.parse_tools: list[dict[str, Any]] = []
 
     def turn_budget(self) -> int:
         own = int(getattr(self.vf_env, "max_turns", -1) or -1)
@@ -194,7 +208,22 @@ class VerifiersTask(MultiTurnTask):
         example_id = row.get("example_id", index)
         vf_input = {k: row[k] for k in ("prompt", "answer", "task", "info") if k in row}
         vf_input["example_id"] = example_id
-        return Item(str(example_id), prompt, row.get("answer", ""), {"vf_input": vf_input})
+        tools = tool_specs(self.vf_env, row.get("info"))
+        return Item(str(example_id), prompt, row.get("answer", ""), {"vf_input": vf_input, "tools": tools})
+
+    def tools(self, item: Item) -> list[dict[str, Any]] | None:
+        return item.info.get("tools") or None
+
+    def env_tools(self) -> list[dict[str, Any]]:
+        """The env-level tool definitions (what `--env.tool_parser` and the template must carry)."""
+        return tool_specs(self.vf_env, None)
+
+    def assistant_message(self, content: str) -> dict[str, Any]:
+        """The sampled text as Verifiers' assistant message: with `tool_calls` parsed by the tool parser
+        (a tool env) or plain content."""
+        if self.tool_parser is None:
+            return super().assistant_message(content)
+        return self.tool_parser.parse(content, self.parse_tools).message()
 
     def rubric(self) -> Rubric:
         return _PendingRubric()
@@ -223,11 +252,23 @@ class VerifiersTask(MultiTurnTask):
 
     async def env_step(self, ctx: EpisodeContext) -> EnvStep:
         state = await self.vf_state(ctx.item, ctx.state)
+        offered, own = tool_names(self.tools(ctx.item) or []), tool_names(state_tools(state))
+        if offered != own:
+            return EnvStep(failure=f"the prompt offered tools {offered}, the Verifiers state has {own}")
         messages = [dict(m) for m in ctx.messages]
         await self.record_turns(state, messages)
         if await self.vf_env.is_completed(state):
             return self._done(state)
-        reply = await self.vf_env.env_response(self.normalize(messages), state)
+        try:
+            reply = await self.vf_env.env_response(self.normalize(messages), state)
+        except Exception as exc:
+            if isinstance(exc, getattr(require("classic"), "ToolParseError", ())):
+                # a tool env's `stop_errors` stop on the MODEL's unparseable call: scored, not unverified
+                state["rlvr_tool_parse_error"] = (
+                    f"{type(exc.__cause__ or exc).__name__}: {exc.__cause__ or exc}"
+                )
+                return EnvStep(done=True, reason="vf:tool_parse_error")
+            raise
         if state.get("final_env_response") is not None:
             await self.vf_env.is_completed(state)  # fires has_final_env_response and the cleanups
             return self._done(state)
@@ -288,9 +329,10 @@ def _message_normalizer() -> Callable[[list[dict[str, Any]]], Any]:
 
 
 def _as_dict(message: Any) -> dict[str, Any]:
-    if hasattr(message, "model_dump"):
-        return {k: v for k, v in message.model_dump(exclude_none=True).items() if k in ("role", "content")}
-    return dict(message)
+    """An env message for the episode (and the chat template): role, content and, for tool results,
+    `tool_call_id` / `name`."""
+    raw = message.model_dump(exclude_none=True) if hasattr(message, "model_dump") else dict(message)
+    return {k: v for k, v in raw.items() if k in ("role", "content", "tool_call_id", "name")}
 
 
 def result_of(state: Mapping[str, Any]) -> RewardResult:
@@ -313,6 +355,20 @@ class VerifiersEnv(RubricEnv):
     env_config_cls = VerifiersEnvConfig
     task_cls = VerifiersTask
     task: VerifiersTask
+
+    def __init__(self, config: VerifiersEnvConfig, server_configs: Any, **kwargs: Any) -> None:
+        super().__init__(config, server_configs, **kwargs)
+        tools = self.task.env_tools() or next(
+            (t for split in ("train", "eval") for row in self.task.rows(split) if (t := tool_specs(self.task.vf_env, row.get("info")))),
+            [],
+        )  # fmt: skip
+        if tools:
+            try:
+                parser = tool_parser_for(self.config.tool_parser, self.tokenizer, self.token_capable, tools)
+            except ToolSupportError as exc:
+                what = f"{config.vf_env_name} is a tool environment (tools {tool_names(tools)})"
+                raise VerifiersBridgeError(f"{what}, but {exc}") from exc
+            self.task.tool_parser, self.task.parse_tools = parser, tools
 
     def generation_params(self, split: str = "train") -> dict[str, Any]:
         params = super().generation_params(split)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -54,3 +55,5 @@ def test_bridge_on_each_verifiers_version(tiny_model, version):
     else:
         assert done.returncode == 0, done.stderr[-3000:]
         assert done.stdout.count("rewards on their own tokens") == 3
+        # the tool env runs where vLLM's tool parsers import, else it is refused saying so
+        assert re.search(r"vf_tools: (3 groups, tool calls ran|refused loudly)", done.stdout), done.stdout

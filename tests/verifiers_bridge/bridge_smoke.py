@@ -4,7 +4,9 @@
 
 Runs the three classic fixtures through `VerifiersEnv.group_for` against the scripted policy and
 asserts every reward is the fixture's reward of that rollout's own decoded tokens. Prints one line
-per fixture; exits non-zero on any mismatch.
+per fixture; exits non-zero on any mismatch. Then the tool fixture (`vf_tools`, hermes template):
+where vLLM's tool parsers import, its groups run (rewards = each rollout's own final answer, every
+tool result in the masked-out context); where they do not, the bridge must refuse it saying so.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 
-from environments.verifiers_env import VerifiersEnv, VerifiersEnvConfig  # noqa: E402
+from environments.verifiers_env import VerifiersBridgeError, VerifiersEnv, VerifiersEnvConfig  # noqa: E402
 from tests.runtime.scripted_policy import ScriptedPolicy  # noqa: E402
 from tests.verifiers_bridge.policies import (  # noqa: E402
+    calc_policy,
     expected_majority,
     expected_sum,
     guess_policy,
@@ -28,6 +31,7 @@ from tests.verifiers_bridge.policies import (  # noqa: E402
     replies,
     sum_policy,
 )
+from tests.verifiers_bridge.tool_template import tool_tokenizer  # noqa: E402
 
 
 async def main(tiny: str) -> None:
@@ -62,6 +66,40 @@ async def main(tiny: str) -> None:
         print(
             f"verifiers {verifiers.__version__} {fixture}: {len(env.train_items)} groups, rewards on their own tokens"
         )
+
+    await tools(tiny, tok)
+
+
+async def tools(tiny: str, tok: object) -> None:
+    import tempfile
+
+    import verifiers
+
+    with tempfile.TemporaryDirectory() as tmp, ScriptedPolicy(tok, calc_policy) as policy:
+        config = VerifiersEnvConfig(tokenizer_name=str(tool_tokenizer(Path(tiny), Path(tmp))), wandb_name="vf",
+                                    use_wandb=False, group_size=4, max_token_length=2048,
+                                    ensure_scores_are_not_same=False,
+                                    vf_env_name="tests.verifiers_bridge.fixtures.vf_tools")  # fmt: skip
+        server = APIServerConfig(server_type="vllm", model_name="scripted", base_url=policy.base_url,
+                                 api_key="x", tokenizer_name=config.tokenizer_name, timeout=30, health_check=False)  # fmt: skip
+        try:
+            env = VerifiersEnv(config, [server])
+        except VerifiersBridgeError as exc:
+            assert "vLLM's tool parsers" in str(exc), exc
+            print(f"verifiers {verifiers.__version__} vf_tools: refused loudly ({exc})")
+            return
+        await env.setup()
+        for item in env.train_items:
+            outcome = await env.group_for(item, training=True)
+            assert outcome.group is not None, f"vf_tools: {outcome.drop}: {outcome.detail}"
+            for turns, score, msgs in zip(replies(tok, outcome.group), outcome.group["scores"],
+                                          outcome.group["messages"], strict=True):  # fmt: skip
+                assert score == float(turns[-1] == f"<answer>{item.answer}</answer>"), (score, turns)
+                assert sum(t.count("<tool_call>") for t in turns) == sum(m["role"] == "tool" for m in msgs)
+            assert sorted(outcome.group["scores"]) == [0.0, 1.0, 1.0, 1.0], outcome.group["scores"]
+    print(
+        f"verifiers {verifiers.__version__} vf_tools: {len(env.train_items)} groups, tool calls ran in the env"
+    )
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ independent re-computation of each fixture's reward from a rollout's decoded tok
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 
@@ -64,3 +65,36 @@ def expected_sum(reply: str, answer: str) -> float:
 def expected_majority(group_replies: list[str], answer: str) -> list[float]:
     top = Counter(group_replies).most_common(1)[0][0]
     return [(1.0 if r == answer else 0.0) + (0.5 if r == top else 0.0) for r in group_replies]
+
+
+def calc_policy(text: str, index: int) -> str:
+    """vf_tools' (a + b) * c through the tools, hermes format. Choice 0: add, multiply, answer;
+    1: the same (its first turn says "Let me add.") with a wrong answer; 2: a malformed first call
+    (bad JSON), then as 0 after the env's error; 3: answers at once, no tools. Later turns are
+    sampled one at a time (index 0), so they read the choice from the episode's first turn. Numbers
+    come only from the tool results in its context."""
+    a, b, c = map(int, re.findall(r"Compute \((\d+) \+ (\d+)\) \* (\d+)", text)[-1])
+    turns = [p.split(END)[0] for p in text.split("<|im_start|>assistant\n")[1:] if END in p]
+    results = re.findall(r"<tool_response>\n(.*?)\n</tool_response>", text, re.DOTALL)
+    numbers = [int(r) for r in results if r.strip().isdigit()]
+    if not turns:
+        kind = index % 4
+        if kind == 3:
+            return f"<answer>{(a + b) * c}</answer>"
+        if kind == 2:
+            return (
+                'Adding first.\n<tool_call>\n{"name": "add", "arguments": {"a": '
+                + str(a)
+                + ', "b": }}\n</tool_call>'
+            )
+        return ("Let me add.\n" if kind == 1 else "") + call("add", a=a, b=b)
+    if not numbers:
+        return call("add", a=a, b=b)
+    if len(numbers) == 1:
+        return call("multiply", a=numbers[0], b=c)
+    return f"<answer>{numbers[1] + turns[0].startswith('Let me add.')}</answer>"
+
+
+def call(name: str, **arguments: int) -> str:
+    """One hermes-format tool call."""
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"

@@ -210,9 +210,7 @@ async def test_evaluate_with_every_sample_unverified_still_writes_its_files(tiny
     assert [s["score"] for s in samples] == [None] * 3 and json.loads((tmp_path / "metrics.json").read_text())
 
 
-def test_refusals_are_loud():
-    with pytest.raises(VerifiersBridgeError, match="tool environment"):
-        load_vf_env(FIX + "vf_tools", "{}")
+def test_refusals_are_loud():  # tool envs the bridge cannot serve: tests/verifiers_bridge/test_tools.py
     with pytest.raises(VerifiersBridgeError, match="JSON object"):
         load_vf_env(FIX + "vf_sum", "[1]")
     with pytest.raises(VerifiersBridgeError, match="vf_env_name is required"):
