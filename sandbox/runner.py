@@ -263,11 +263,12 @@ class _Snapshot:
         )
 
     def update(self) -> None:
-        """Add the modules loaded since the last call (and what they hold)."""
-        seen = self._seen
-        for name, module in list(sys.modules.items()):
-            if name in self.modules:
-                continue
+        """Add the modules loaded since the last call (and what they hold), in load order. Only the
+        names are walked to find them: walking the items would write the reference count of every
+        module object (in a session child, a copied page each)."""
+        seen, loaded, known = self._seen, sys.modules, self.modules
+        for name in [name for name in loaded if name not in known]:
+            module = loaded[name]
             self.modules[name] = module
             spaces: list = []
             owned: list = []
