@@ -272,17 +272,21 @@ def _wipe(root):
         return False
 
 
+_IPC_FILES = []  # descriptors of /proc/sysvipc/{shm,sem,msg}, opened once: re-read from offset 0
+
+
 def _ipc_clean():
-    for kind in ("shm", "sem", "msg"):
-        try:
-            fd = os.open(f"/proc/sysvipc/{kind}", os.O_RDONLY)
-        except OSError:
-            continue
-        try:
-            if os.read(fd, 1 << 16).count(b"\n") > 1:  # more than the header line
-                return False
-        finally:
-            os.close(fd)
+    """True when no SysV IPC object (shared memory, semaphore, message queue) is left. The files
+    stay open (opening three /proc files per job costs ~5% of a trivial job's CPU)."""
+    if not _IPC_FILES:
+        for kind in ("shm", "sem", "msg"):
+            try:
+                _IPC_FILES.append(os.open(f"/proc/sysvipc/{kind}", os.O_RDONLY | os.O_CLOEXEC))
+            except OSError:
+                pass
+    for fd in _IPC_FILES:
+        if os.pread(fd, 1 << 16, 0).count(b"\n") > 1:  # more than the header line
+            return False
     return True
 
 
@@ -346,6 +350,11 @@ def main(argv):
     runner = _load_runner()
     os.chdir(SCRATCH)  # harness children run where every job runs (Docker starts us in /, read-only)
     gc.collect()
+    # hand the start-up garbage (compiling the runner, imports) back: every fork copies the page
+    # table entries of what is resident (~12 MB -> ~9.6 MB, ~6% of a trivial job's CPU); glibc only
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    if trim is not None:
+        trim(0)
     gc.freeze()  # keep the collector from touching (and copying) every pre-fork object in each job
     null = os.open("/dev/null", os.O_RDWR)
     os.dup2(null, 0)

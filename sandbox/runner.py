@@ -263,11 +263,12 @@ class _Snapshot:
         )
 
     def update(self) -> None:
-        """Add the modules loaded since the last call (and what they hold)."""
-        seen = self._seen
-        for name, module in list(sys.modules.items()):
-            if name in self.modules:
-                continue
+        """Add the modules loaded since the last call (and what they hold), in load order. Only the
+        names are walked to find them: walking the items would write the reference count of every
+        module object (in a session child, a copied page each)."""
+        seen, loaded, known = self._seen, sys.modules, self.modules
+        for name in [name for name in loaded if name not in known]:
+            module = loaded[name]
             self.modules[name] = module
             spaces: list = []
             owned: list = []
@@ -892,7 +893,7 @@ def supervise(spec: dict, chunk: list, rlimits: tuple = ()) -> list[dict]:
     res_cap = int(spec.get("max_value_bytes") or MAX_CHILD_MESSAGE) + 4096
     out, buf, pending, records = bytearray(), bytearray(), [], []
     status = usage = verdict = None
-    ready, pos, mark, cpu_mark = stdio, 0, started, 0.0
+    ready, pos, mark, cpu_mark, polled = stdio, 0, started, 0.0, started
     deadline = started + wall
     sel = selectors.DefaultSelector()
     streams = {res_r: buf} if out_r is None else {res_r: buf, out_r: out}
@@ -918,7 +919,10 @@ def supervise(spec: dict, chunk: list, rlimits: tuple = ()) -> list[dict]:
         events = sel.select(min(wait, 0.5) if status is not None else wait)
         if not events and status is not None:
             break
-        if status is None:  # CPU time is the limit; the wall deadline is only a safety net
+        # CPU time is the limit (the wall deadline is only a safety net), read from /proc at most
+        # every CPU_POLL_S: a read per wake-up (each message) costs more than the frames' own CPU
+        if status is None and (not events or time.monotonic() - polled >= CPU_POLL_S):
+            polled = time.monotonic()
             used = proc_cpu(pid)
             if used is not None and used - cpu_mark > limit:
                 verdict = "timeout"

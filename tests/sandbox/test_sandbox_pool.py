@@ -79,15 +79,27 @@ def test_no_state_leaks_between_jobs(pool):
     assert res.stdout == b"['main.py'] [] 1 False\n", res
 
 
-def test_sysv_ipc_left_behind_recycles_worker(pool):
+# one SysV IPC object of each kind (IPC_PRIVATE, IPC_CREAT | 0600): the worker keeps the
+# /proc/sysvipc files open between jobs and must still see what the last job left
+_SYSV_MAKE = {
+    "shm": "ctypes.CDLL(None).shmget(0, 4096, 0o1600)",
+    "sem": "ctypes.CDLL(None).semget(0, 1, 0o1600)",
+    "msg": "ctypes.CDLL(None).msgget(0, 0o1600)",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_SYSV_MAKE))
+def test_sysv_ipc_left_behind_recycles_worker(pool, kind):
     assert_healthy(pool)
+    assert_healthy(pool)  # more than one job on this worker: its /proc/sysvipc files are open
     recycles = pool.stats["worker_recycles"]
-    code = "import ctypes\nprint(ctypes.CDLL(None).shmget(0, 4096, 0o1600) >= 0)\n"  # IPC_PRIVATE|IPC_CREAT
-    res = pool.run_sync(py(code))
+    res = pool.run_sync(py(f"import ctypes\nprint({_SYSV_MAKE[kind]} >= 0)\n"))
     assert res.stdout == b"True\n", res
     assert pool.stats["worker_recycles"] == recycles + 1
-    res = pool.run_sync(py("print(len(open('/proc/sysvipc/shm').read().splitlines()))"))
-    assert res.stdout == b"1\n", res  # header only: the segment did not reach the next job
+    res = pool.run_sync(py(f"print(len(open('/proc/sysvipc/{kind}').read().splitlines()))"))
+    assert res.stdout == b"1\n", res  # header only: the object did not reach the next job
+    assert_healthy(pool)
+    assert pool.stats["worker_recycles"] == recycles + 1  # a clean job after it recycles nothing
 
 
 def test_limit_hit_recycles_and_next_job_is_correct(pool):
