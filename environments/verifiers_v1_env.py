@@ -29,7 +29,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import inspect
 import json
+import logging
 import math
 import os
 import sys
@@ -172,6 +174,7 @@ class VerifiersV1Env(RubricEnv):
                 "or sglang"
             )
         await super().setup()
+        logging.getLogger("aiohttp.access").setLevel(logging.WARNING)  # v1's interception server, per call
         if getattr(self, "_v1_stack", None) is None:
             os.environ.setdefault(KEY_VAR, "rlvr-loopback")
             self.sessions = SessionStore(runner_for(self).chat, self.server, token_budget(self),
@@ -206,7 +209,11 @@ class VerifiersV1Env(RubricEnv):
         ctx, sampling = self.model_context(split), self.generation_params(split)
         minted: list[list[str]] = [[] for _ in range(n)]
 
+        watch = "on_trace" in inspect.signature(env.run_slot).parameters  # 0.4: every minted trace
+
         async def one(k: int, slot: Any) -> Any:
+            if not watch:  # 0.3.1: only the final traces are known (a retried trace's session stays)
+                return await env.run_slot(slot, ctx)
             return await env.run_slot(slot, ctx, on_trace=lambda trace: minted[k].append(trace.id))
 
         v1_episodes = await asyncio.gather(*(one(k, s) for k, s in enumerate(env.slots(task, n))))
@@ -273,7 +280,10 @@ def env_api(name: str) -> str:
     try:
         module = import_taskset(name)
     except ModuleNotFoundError:
-        return "v1" if found.kind == "v1" else "classic"  # the loader's own message follows
+        try:  # a dotted module path: v1 cannot load it, a classic `load_environment` id can be one
+            module = importlib.import_module(name)
+        except ImportError:
+            return "v1" if found.kind == "v1" else "classic"  # the loader's own message follows
     import verifiers.v1 as vf
 
     exported = [getattr(module, n, None) for n in getattr(module, "__all__", None) or []]

@@ -184,8 +184,8 @@ def harness_index(venv: Path, tools: Path, log: Path) -> Path:
     return cached_dir("harness-index", digest(deps, sys.version), build)
 
 
-def v1_bridge_venv() -> tuple[Path, dict[str, str]]:
-    """The matrix's verifiers 0.4.0 venv (built here when missing) and the environment that runs the
+def v1_bridge_venv(version: str = "0.4.0") -> tuple[Path, dict[str, str]]:
+    """The matrix's venv of a v1 `version` (built here when missing) and the environment that runs the
     v1 bridge from this checkout in it offline: PYTHONPATH = this checkout, `uv` on PATH, the v1
     harness's uv script resolved from the local harness index (`UV_DEFAULT_INDEX`)."""
     (CACHE / "logs").mkdir(parents=True, exist_ok=True)
@@ -195,14 +195,14 @@ def v1_bridge_venv() -> tuple[Path, dict[str, str]]:
     env.pop("PYTHONPATH", None)
     tools = tools_venv(log)
     requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    key = digest("0.4.0", requires, TOOLS, sys.version)
-    cached = CACHE / f"venv-0.4.0-{key}"
+    key = digest(version, requires, TOOLS, sys.version)
+    cached = CACHE / f"venv-{version}-{key}"
     if (cached / ".complete").exists():
         venv = cached  # rlvr-envs itself comes from PYTHONPATH, so no wheel is needed
         run([str(tools / "bin" / "uv"), "pip", "uninstall", "-q", "--python", str(venv / "bin" / "python"),
              "rlvr-envs", *IDS], log, env=env)  # fmt: skip
     else:
-        venv = version_venv("0.4.0", tools, wheelhouse(tools, log), env, log)
+        venv = version_venv(version, tools, wheelhouse(tools, log), env, log)
     index = harness_index(venv, tools, log)
     env.update(PATH=f"{venv / 'bin'}{os.pathsep}{tools / 'bin'}{os.pathsep}{env['PATH']}", PRIME_RUNS_MODE="disabled",
                UV_DEFAULT_INDEX=f"file://{index}", PYTHONPATH=str(ROOT))  # fmt: skip

@@ -6,6 +6,7 @@ must be the fixture's reward of that rollout's own decoded tokens."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -28,21 +29,28 @@ from tests.verifiers_v1_bridge.policies import (
     sum_reward,
 )
 
+pytestmark = pytest.mark.slow  # each runs the bridge's CLI with a real v1 harness program
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 BRIDGE = ROOT / "environments" / "verifiers_env.py"
 
 
-@pytest.fixture(scope="module")
-def v1_venv() -> tuple[Path, dict[str, str]]:
+@functools.cache
+def venv_for(version: str) -> tuple[Path, dict[str, str]]:
+    """The matrix's venv of a v1 verifiers version (built when missing) and the env to run the CLI in it."""
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
         import verifiers_matrix
     finally:
         sys.path.remove(str(ROOT / "scripts"))
-    venv, env = verifiers_matrix.v1_bridge_venv()
+    venv, env = verifiers_matrix.v1_bridge_venv(version)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(FIXTURES)])
     return venv, env
+
+
+@pytest.fixture(scope="module")
+def v1_venv() -> tuple[Path, dict[str, str]]:
+    return venv_for("0.4.0")
 
 
 @pytest.fixture(scope="module")
@@ -75,10 +83,11 @@ def groups_of(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_process_single_turn_rewards_land_on_their_own_tokens(v1_venv, tiny, tok, tmp_path):
+@pytest.mark.parametrize("version", ["0.4.0", "0.3.1"])
+def test_process_single_turn_rewards_land_on_their_own_tokens(version, tiny, tok, tmp_path):
     out = tmp_path / "groups.jsonl"
     with ScriptedPolicy(tok, SumPolicy(), latency_s=(0.0, 0.05), seed=1) as policy:
-        done = run_bridge(v1_venv, "process", "vfv1_sum", policy, tiny, "--env.group_size", "4",
+        done = run_bridge(venv_for(version), "process", "vfv1_sum", policy, tiny, "--env.group_size", "4",
                           "--env.total_steps", "3", "--env.env_args", '{"task": {"raise_on": "8"}}',
                           "--env.data_path_to_save_groups", str(out))  # fmt: skip
     groups = groups_of(out)
