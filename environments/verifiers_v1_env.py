@@ -141,7 +141,7 @@ def trace_result(
         return RewardResult.unverified(Status.ERROR, "the rollout never called the model")
     if session.failure is not None:
         return RewardResult.unverified(Status.ERROR, f"endpoint session: {session.failure}")
-    if (trace.last_reply or "") != session.messages[-1]["content"]:
+    if (trace.last_reply or "").strip() != session.messages[-1]["content"].strip():  # v1 strips last_reply
         return RewardResult.unverified(Status.ERROR, "the trace's last reply is not the recorded last turn")
     for k, turn in enumerate(session.sampling):
         for key in ("temperature", "top_p"):
