@@ -20,6 +20,8 @@ ServerManager and records every turn's exact ids and logprobs per `X-Session-ID`
   budget), a rollout that never called the model, a multi-agent episode (several traces), a reply
   that differs from the recorded tokens or a turn sampled with other parameters than the group's:
   unverified with the reason (never 0), counted in `reward_status/*`, kept out of training groups.
+* **Refused** at load, in one line: tasksets with v1 tools (`Toolset`s; no tool-call parsing yet).
+  A harness that offers tools itself gets each such request refused (unverified, with the reason).
 * The episodes are `environments.episodes.Episode`s, so the single-turn alignment invariants and the
   multi-turn masked-in/out invariant (`episode_runtime.finish_group`) check every group.
 """
@@ -83,7 +85,16 @@ def load_v1_env(config: VerifiersV1EnvConfig) -> Any:
         "taskset": {**args, "id": config.vf_env_name},
         "agent": {"harness": {"id": config.harness}, "runtime": {"type": config.runtime}},
     })  # fmt: skip
-    return load_environment(env_config)
+    env = load_environment(env_config)
+    taskset = env.taskset
+    task_type = type(taskset).task_type()
+    tools = [*type(taskset).toolsets(taskset.config), *task_type.toolsets(taskset.config.task)]
+    if tools:
+        raise VerifiersV1Error(
+            f"{config.vf_env_name} gives its rollouts v1 tools ({', '.join(type(t).__name__ for t in tools)}): "
+            "the v1 bridge does not parse tool calls yet, and without its tools every rollout would score ~0"
+        )
+    return env
 
 
 class _UnusedRubric(Rubric):
