@@ -64,7 +64,8 @@ class Session:
     """One rollout's model calls. `messages` is the conversation as the harness must repeat it
     (messages as sent, assistant replies as returned); `segments` the exact ids of the sequence;
     `sampling` each turn's temperature / top_p / max_tokens; `failure` why the session cannot be
-    trusted (None while it is fine), `stop_reason` set with it."""
+    trusted (None while it is fine), `stop_reason` set with it; `inference_errors` the model calls
+    that failed (HTTP 503, nothing recorded)."""
 
     id: str
     messages: list[dict[str, Any]] = field(default_factory=list)
@@ -73,6 +74,7 @@ class Session:
     sampling: list[dict[str, Any]] = field(default_factory=list)
     failure: str | None = None
     stop_reason: str = ""
+    inference_errors: list[str] = field(default_factory=list)  # failed (retryable) model calls
     split: str = "train"
     lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
 
@@ -132,6 +134,8 @@ class SessionStore:
             try:
                 return await self._complete(session, body)
             except SessionError as exc:
+                if exc.status == 503:
+                    session.inference_errors.append(str(exc))
                 if exc.fatal:
                     self.fail(session, str(exc), "token_budget" if exc.status == 413 else "endpoint_error")
                 raise

@@ -12,6 +12,9 @@ ServerManager and records every turn's exact ids and logprobs per `X-Session-ID`
 * **Items**: the taskset's tasks (`list(env.taskset)`; the same tasks in train and eval), uid = the
   task's stable `key`.
 * **Groups**: `group_size` independent v1 episodes of one task (`env.slots(task, n)`, `run_slot`).
+  A group in which a rollout failed because model calls failed (the policy server, HTTP 503 from the
+  endpoint) raises, so the runtime treats it as any inference failure (waits out an outage, retries,
+  or drops the group as `error`).
 * **Identity**: each episode's trace is matched to its token session by trace id, never by position;
   sessions of retried (discarded) traces are dropped.
 * **Rewards** are the trace's own: Σ score × weight of `trace.rewards`, metrics as components. A
@@ -229,12 +232,17 @@ class VerifiersV1Env(RubricEnv):
 
         v1_episodes = await asyncio.gather(*(one(k, s) for k, s in enumerate(env.slots(task, n))))
         chat = runner_for(self).chat
-        rollouts, results = [], []
+        rollouts, results, outage = [], [], []
         for v1_episode, ids in zip(v1_episodes, minted, strict=True):
             sessions = {i: self.sessions.pop(i) for i in ids}
             ep, result = self._episode(item, v1_episode, sessions, sampling)
             rollouts.append(to_rollout(ep, chat))
             results.append(result)
+            failed_calls = [e for s in sessions.values() if s for e in s.inference_errors]
+            if not result.verified and failed_calls:
+                outage.append(failed_calls[-1])
+        if outage:  # the policy server failed, not the env: the group fails as the runtime's do
+            raise RuntimeError(f"{len(outage)} of {n} rollouts lost model calls: {outage[0]}")
         self.statuses.update(r.status.value for r in results)
         return rollouts, results
 
@@ -247,6 +255,7 @@ class VerifiersV1Env(RubricEnv):
             return ep, RewardResult.unverified(Status.ERROR, why)
         trace = traces[0]
         session = sessions.get(trace.id) or self.sessions.pop(trace.id)
+        sessions[trace.id] = session
         result = trace_result(trace, v1_episode, session, sampling)
         if session is None:
             return Episode(item, [dict(m) for m in item.prompt], [], stop_reason="v1_error"), result

@@ -179,3 +179,15 @@ def test_serve_delivers_v1_groups_to_a_trainer(v1_venv, tiny, tok, run_api, tmp_
             for tokens, masks, lps in zip(g["tokens"], g["masks"], g["inference_logprobs"], strict=True):
                 assert len(tokens) == len(masks) == len(lps)
                 assert all(lp == 1.0 for lp, m in zip(lps, masks, strict=True) if m == -100)
+
+
+def test_an_inference_outage_fails_the_group_never_scores_it(v1_venv, tiny, tok, tmp_path):
+    out = tmp_path / "groups.jsonl"
+    with ScriptedPolicy(tok, SumPolicy()) as policy:
+        policy.fail_when = lambda text: True  # every sample answers HTTP 500
+        done = run_bridge(v1_venv, "process", "vfv1_sum", policy, tiny, "--env.group_size", "2",
+                          "--env.total_steps", "1", "--env.data_path_to_save_groups", str(out))  # fmt: skip
+    summary = json.loads(out.with_suffix(".summary.json").read_text())
+    assert summary["groups_in_file"] == 0 and summary["dropped"] == {"error": 1}
+    assert summary["reward_status"] == {}  # nothing was scored: not unverified, not 0
+    assert "2 of 2 rollouts lost model calls: inference failed" in done.stderr
