@@ -191,3 +191,29 @@ def test_an_inference_outage_fails_the_group_never_scores_it(v1_venv, tiny, tok,
     assert summary["groups_in_file"] == 0 and summary["dropped"] == {"error": 1}
     assert summary["reward_status"] == {}  # nothing was scored: not unverified, not 0
     assert "2 of 2 rollouts lost model calls: inference failed" in done.stderr
+
+
+def test_our_own_hub_package_runs_through_the_v1_bridge(v1_venv, tiny, tok, tmp_path):
+    """rlvr-math's v1 door (`MathTaskset`, the project rubric inside a v1 reward) in evaluate."""
+    from environments.math_env import MathEnvConfig, MathTask
+
+    items, _ = MathTask(MathEnvConfig()).items("eval")
+    gold = {it.prompt[-1]["content"]: str(it.answer) for it in items}
+    seen: list[str] = []
+
+    def policy_fn(text: str, index: int) -> str:
+        question = next(q for q in gold if q in text)
+        seen.append(question)
+        return f"\\boxed{{{gold[question]}}}" if len(seen) % 2 else "\\boxed{7.5}"
+
+    venv, env = v1_venv
+    env = dict(env, PYTHONPATH=os.pathsep.join([env["PYTHONPATH"], str(ROOT / "environments" / "rlvr_math")]))
+    with ScriptedPolicy(tok, policy_fn) as policy:
+        run_bridge((venv, env), "evaluate", "rlvr-math", policy, tiny, "--env.eval_limit", "4",
+                   "--env.max_tokens", "32", "--env.data_dir_to_save_evals", str(tmp_path))  # fmt: skip
+    samples = groups_of(tmp_path / "samples.jsonl")
+    assert len(samples) == 4 and all(s["status"] == "ok" for s in samples)
+    for s in samples:
+        question = next(m["content"] for m in s["messages"] if m["role"] == "user")
+        assert s["score"] == float(s["messages"][-1]["content"] == f"\\boxed{{{gold[question]}}}")
+    assert sorted(s["score"] for s in samples) == [0.0, 0.0, 1.0, 1.0]
