@@ -9,8 +9,8 @@ its package exports one), with harness `null` (plain chat loop) and runtime `sub
 endpoint (`environments.v1_endpoint`), which samples the policy token-in/token-out through the
 ServerManager and records every turn's exact ids and logprobs per `X-Session-ID` (= the v1 trace id).
 
-* **Items**: the taskset's tasks (`list(env.taskset)`; the same tasks in train and eval), uid = the
-  task's stable `key`.
+* **Items**: the taskset's tasks (`list(env.taskset)`; the same tasks in train and eval; an
+  infinite taskset needs `--env.train_limit` / `--env.eval_limit`), uid = the task's stable `key`.
 * **Groups**: `group_size` independent v1 episodes of one task (`env.slots(task, n)`, `run_slot`).
   A group in which a rollout failed because model calls failed (the policy server, HTTP 503 from the
   endpoint) raises, so the runtime treats it as any inference failure (waits out an outage, retries,
@@ -35,6 +35,7 @@ import asyncio
 import contextlib
 import importlib
 import inspect
+import itertools
 import json
 import logging
 import math
@@ -120,7 +121,14 @@ class VerifiersV1Task(MultiTurnTask):
         self.tasks: dict[str, Any] = {}
 
     def rows(self, split: Split) -> Iterable[Any]:
-        return list(self.v1_env.taskset)
+        taskset = self.v1_env.taskset
+        limit = self.config.train_limit if split == "train" else self.config.eval_limit
+        if not getattr(taskset, "bounded", True):
+            if limit is None:
+                raise VerifiersV1Error(f"{self.config.vf_env_name} is an infinite taskset: bound it with "
+                                       f"--env.{split}_limit")  # fmt: skip
+            return list(itertools.islice(taskset, limit))
+        return list(taskset)
 
     def item(self, row: Any, index: int) -> Item:
         data = row.data
