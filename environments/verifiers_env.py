@@ -92,8 +92,8 @@ def load_vf_env(name: str, env_args: str | Mapping[str, Any]) -> Any:
         vf = require("classic")
     except VerifiersAPIError as exc:
         raise VerifiersBridgeError(
-            f"the bridge runs classic Verifiers environments (verifiers 0.1.9.post2 .. 0.3.x); v1 Tasksets "
-            f"are not bridged yet: {exc}"
+            f"this bridge class runs classic Verifiers environments (verifiers 0.1.9.post2 .. 0.3.x; v1 "
+            f"Tasksets run through environments/verifiers_v1_env.py): {exc}"
         ) from exc
     if not name:
         raise VerifiersBridgeError("--env.vf_env_name is required (a Verifiers environment id)")
@@ -395,4 +395,6 @@ class VerifiersEnv(RubricEnv):
 
 
 if __name__ == "__main__":
-    VerifiersEnv.cli()
+    from environments.verifiers_v1_env import bridge_for  # a v1 Taskset id runs in its own v1 Env
+
+    bridge_for(VerifiersEnv).cli()

@@ -152,3 +152,21 @@ def classic_client(client: Any) -> Any:
     vf = require("classic")
     wrapper = getattr(vf, "OpenAIChatCompletionsClient", None)
     return client if wrapper is None or isinstance(client, wrapper) else wrapper(client)
+
+
+def v1_runner_problem() -> str | None:
+    """None when this `verifiers.v1` can run episodes in process the way the v1 bridge does
+    (`Env.serving()` + `Env.slots()` + `Env.run_slot()`, `clients.ModelContext`: 0.3.1 .. 0.4.x),
+    else the one-line reason (e.g. 0.2.x, whose v1 preview has another runner)."""
+    v1 = require("v1")
+    missing = [n for n in ("serving", "slots", "run_slot") if not hasattr(v1.Env, n)]
+    try:
+        importlib.import_module("verifiers.v1.clients").ModelContext  # noqa: B018
+    except (ImportError, AttributeError):
+        missing.append("clients.ModelContext")
+    if missing:
+        return (
+            f"verifiers {detect().version}'s v1 API lacks {', '.join(missing)}: the v1 bridge needs "
+            f"verifiers>=0.3.1 ({INSTALL_HINT['v1']})"
+        )
+    return None

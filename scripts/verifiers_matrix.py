@@ -160,8 +160,9 @@ def prime_install(venv: Path, tools: Path, wheels: Path, env: dict[str, str], lo
     return json.loads(probe.stdout.strip().splitlines()[-1])
 
 
-def harness_index(venv: Path, tools: Path, log: Path) -> Path:
-    """A PEP 503 index of the v1 chat harness's uv-script dependencies (read from the installed verifiers)."""
+def harness_index(venv: Path, tools: Path, log: Path, name: str = "harness-index") -> Path:
+    """A PEP 503 index of the v1 chat harness's uv-script dependencies (read from the installed verifiers).
+    `name`: the cache entry (a stale entry of the same name is replaced, so one name per verifiers)."""
     out = subprocess.run([str(venv / "bin" / "python"), str(ROOT / "scripts" / "matrix_probe.py"), "harness-deps"],
                          capture_output=True, text=True, check=True, timeout=300)  # fmt: skip
     deps = json.loads(out.stdout.strip().splitlines()[-1])
@@ -181,7 +182,33 @@ def harness_index(venv: Path, tools: Path, log: Path) -> Path:
             (d / project / "index.html").write_text(f"<html><body>{links}</body></html>")
         (d / "index.html").write_text("".join(f'<a href="{p}/">{p}</a><br/>' for p in projects))
 
-    return cached_dir("harness-index", digest(deps, sys.version), build)
+    return cached_dir(name, digest(deps, sys.version), build)
+
+
+def v1_bridge_venv(version: str = "0.4.0") -> tuple[Path, dict[str, str]]:
+    """The matrix's venv of a v1 `version` (built here when missing) and the environment that runs the
+    v1 bridge from this checkout in it offline: PYTHONPATH = this checkout, `uv` on PATH, the v1
+    harness's uv script resolved from the local harness index (`UV_DEFAULT_INDEX`)."""
+    (CACHE / "logs").mkdir(parents=True, exist_ok=True)
+    log = CACHE / "logs" / "v1-bridge.log"
+    env = dict(os.environ, UV_CACHE_DIR=str(ROOT / ".cache" / "uv"), PIP_DISABLE_PIP_VERSION_CHECK="1")
+    env.pop("VIRTUAL_ENV", None)
+    env.pop("PYTHONPATH", None)
+    tools = tools_venv(log)
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    key = digest(version, requires, TOOLS, sys.version)
+    cached = CACHE / f"venv-{version}-{key}"
+    if (cached / ".complete").exists():
+        venv = cached  # rlvr-envs itself comes from PYTHONPATH, so no wheel is needed
+        run([str(tools / "bin" / "uv"), "pip", "uninstall", "-q", "--python", str(venv / "bin" / "python"),
+             "rlvr-envs", *IDS], log, env=env)  # fmt: skip
+    else:
+        venv = version_venv(version, tools, wheelhouse(tools, log), env, log)
+    # 0.4.0 shares the matrix's index; another version gets its own entry (its harness pins differ)
+    index = harness_index(venv, tools, log, "harness-index" if version == "0.4.0" else f"v1index-{version}")
+    env.update(PATH=f"{venv / 'bin'}{os.pathsep}{tools / 'bin'}{os.pathsep}{env['PATH']}", PRIME_RUNS_MODE="disabled",
+               UV_DEFAULT_INDEX=f"file://{index}", PYTHONPATH=str(ROOT))  # fmt: skip
+    return venv, env
 
 
 def judge_script() -> tuple[dict, dict]:
