@@ -12,10 +12,18 @@
   that dies (memory, segfault) yields an `error` outcome and is replaced.
 * Thread-safe: each worker serves one caller at a time. A pool created in one process is never used
   from a forked child (the child lazily builds its own).
+* `await arun(payload, timeout)` is `run` for an event loop, without a thread: it takes an idle
+  worker (or waits for one without blocking the loop), writes the job and waits for the answer with
+  `loop.add_reader`, so a server spends no thread per CAS check (no hand-off, no GIL contention with
+  its loop). Same deadline, kill-and-replace and recycling rules; a caller cancelled while its
+  worker computes has that worker killed and replaced (its answer would be stale). Sync and async
+  callers may share one pool, from any number of loops.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -130,6 +138,7 @@ class CasPool:
         self._spares: list[_Worker] = [_Worker(memory_mb)]
         for worker in self._idle:  # one-time start-up cost, paid here rather than by a check's deadline
             worker.wait_ready(60.0)
+        self._async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[_Worker | None]]] = []
         self._closed = False
         self.stats = {"jobs": 0, "timeouts": 0, "errors": 0, "recycled": 0}
 
@@ -151,8 +160,22 @@ class CasPool:
             if self._closed:
                 worker.stop()
                 return
+            while self._async_waiters:  # hand it to the longest-waiting async caller (FIFO)
+                loop, waiter = self._async_waiters.pop(0)
+                try:
+                    loop.call_soon_threadsafe(self._hand, waiter, worker)
+                    return
+                except RuntimeError:  # that caller's loop is closed
+                    continue
             self._idle.append(worker)
             self._cond.notify()
+
+    def _hand(self, waiter: asyncio.Future[_Worker | None], worker: _Worker) -> None:
+        """On the waiter's loop: give it `worker`, or pass the worker on if it stopped waiting."""
+        if waiter.done():
+            self._checkin(worker)
+        else:
+            waiter.set_result(worker)
 
     def run(self, payload: Any, timeout: float) -> Outcome:
         """Run one job; past `timeout` seconds (queueing included) the worker is killed: `timeout`."""
@@ -182,16 +205,89 @@ class CasPool:
             self.stats["errors"] += 1
             self._checkin(None)
             return Outcome("error", detail=f"worker died: {type(exc).__name__}")
+        return self._finish(worker, status, value)
+
+    def _finish(self, worker: _Worker, status: str, value: Any) -> Outcome:
         worker.tasks += 1
-        if worker.tasks >= self.max_tasks:
-            worker.stop()
+        if worker.tasks >= self.max_tasks:  # stopped in the background: the caller never waits
+            threading.Thread(target=worker.stop, daemon=True).start()
             self.stats["recycled"] += 1
-            worker = None
-        self._checkin(worker)
+            self._checkin(None)
+        else:
+            self._checkin(worker)
         if status != "ok":
             self.stats["errors"] += 1
             return Outcome("error", detail=str(value))
         return Outcome("ok", value)
+
+    async def arun(self, payload: Any, timeout: float) -> Outcome:
+        """`run` for an event loop, without a thread (see module docstring)."""
+        if self._closed:
+            return Outcome("error", detail="pool closed")
+        deadline = time.monotonic() + timeout
+        worker = await self._acheckout(deadline)
+        if worker is None:
+            if self._closed:
+                return Outcome("error", detail="pool closed")
+            return Outcome("timeout", detail="no free worker before the deadline")
+        self.stats["jobs"] += 1
+        sent = answered = False
+        try:
+            if not worker.ready and not (
+                await _readable(worker.recv_conn, deadline) and worker.wait_ready(0.0)
+            ):
+                if worker.proc.poll() is not None:
+                    raise EOFError("worker exited while starting")
+                self._checkin(worker)
+                return Outcome("timeout", detail="CAS worker still starting")
+            worker.send_conn.send(payload)
+            sent = True
+            answered = await _readable(worker.recv_conn, deadline)
+            if answered:
+                status, value = worker.recv_conn.recv()
+        except asyncio.CancelledError:
+            if sent:  # it is computing a job nobody waits for: replace it
+                worker.kill()
+                self._checkin(None)
+            else:
+                self._checkin(worker)
+            raise
+        except (EOFError, OSError) as exc:
+            worker.kill()
+            self.stats["errors"] += 1
+            self._checkin(None)
+            return Outcome("error", detail=f"worker died: {type(exc).__name__}")
+        if not answered:
+            worker.kill()
+            self.stats["timeouts"] += 1
+            self._checkin(None)
+            return Outcome("timeout", detail=f"CAS deadline {timeout:.2f}s")
+        return self._finish(worker, status, value)
+
+    async def _acheckout(self, deadline: float) -> _Worker | None:
+        """An idle worker, else the next one checked in (FIFO among async callers, handed over
+        directly so none is overtaken); None past `deadline` or once closed."""
+        loop = asyncio.get_running_loop()
+        with self._cond:
+            if self._closed:
+                return None
+            if self._idle:
+                return self._idle.pop()
+            entry: tuple[asyncio.AbstractEventLoop, asyncio.Future[_Worker | None]]
+            entry = (loop, loop.create_future())
+            self._async_waiters.append(entry)
+        waiter = entry[1]
+        try:
+            return await asyncio.wait_for(waiter, max(deadline - time.monotonic(), 0.0))
+        except (asyncio.TimeoutError, asyncio.CancelledError):
+            with self._cond:
+                if entry in self._async_waiters:
+                    self._async_waiters.remove(entry)
+            if waiter.done() and not waiter.cancelled() and waiter.result() is not None:
+                self._checkin(waiter.result())  # handed over just as we gave up: pass it on
+            if isinstance(sys.exc_info()[1], asyncio.CancelledError):
+                raise
+            return None
 
     @property
     def usable(self) -> bool:
@@ -206,6 +302,10 @@ class CasPool:
             idle, self._idle = self._idle + self._spares, []
             self._spares = []
             self._cond.notify_all()
+            waiters, self._async_waiters = self._async_waiters, []
+        for loop, waiter in waiters:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_resolve, waiter)
         if os.getpid() == self._pid:
             for worker in idle:
                 worker.stop()
@@ -215,6 +315,31 @@ class CasPool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _resolve(waiter: asyncio.Future[Any]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+async def _readable(conn: Connection, deadline: float) -> bool:
+    """True once `conn` has data (or EOF) before `deadline`, waiting on the running loop."""
+    if conn.poll(0):
+        return True
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return False
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+    fd = conn.fileno()
+    loop.add_reader(fd, _resolve, ready)
+    try:
+        await asyncio.wait_for(ready, left)
+        return True
+    except asyncio.TimeoutError:
+        return conn.poll(0)
+    finally:
+        loop.remove_reader(fd)
 
 
 _default: CasPool | None = None
