@@ -12,12 +12,13 @@
   that dies (memory, segfault) yields an `error` outcome and is replaced.
 * Thread-safe: each worker serves one caller at a time. A pool created in one process is never used
   from a forked child (the child lazily builds its own).
-* `await arun(payload, timeout)` is `run` for an event loop, without a thread: it takes an idle
-  worker (or waits for one without blocking the loop), writes the job and waits for the answer with
-  `loop.add_reader`, so a server spends no thread per CAS check (no hand-off, no GIL contention with
-  its loop). Same deadline, kill-and-replace and recycling rules; a caller cancelled while its
-  worker computes has that worker killed and replaced (its answer would be stale). Sync and async
-  callers may share one pool, from any number of loops.
+* `await arun(payload, timeout)` is `run` for an event loop, without a thread: the job goes to an
+  idle worker, else into a FIFO queue; the answer is read in a `loop.add_reader` callback, which
+  hands the freed worker the next queued job at once (a worker never idles while a job waits for
+  the loop to come round). So a server spends no thread per CAS check (no hand-off, no GIL
+  contention with its loop). Same deadline, kill-and-replace and recycling rules as `run`; a caller
+  cancelled while its job runs just drops the answer. Sync and async callers may share one pool,
+  from any number of loops.
 """
 
 from __future__ import annotations
@@ -80,6 +81,19 @@ def serve(memory_mb: int) -> None:
             conn_out.send(("error", f"{type(exc).__name__}: {exc}"[:300]))
 
 
+@dataclass(eq=False)
+class _Job:
+    """An `arun` call: its job, the caller's loop and future, and its deadline (monotonic)."""
+
+    payload: Any
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[Outcome]
+    deadline: float
+    timeout: float
+    timer: asyncio.TimerHandle | None = None
+    sent: bool = False
+
+
 class _Worker:
     def __init__(self, memory_mb: int) -> None:
         self.proc = subprocess.Popen(
@@ -138,7 +152,7 @@ class CasPool:
         self._spares: list[_Worker] = [_Worker(memory_mb)]
         for worker in self._idle:  # one-time start-up cost, paid here rather than by a check's deadline
             worker.wait_ready(60.0)
-        self._async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[_Worker | None]]] = []
+        self._jobs: list[_Job] = []  # async jobs waiting for a worker, oldest first
         self._closed = False
         self.stats = {"jobs": 0, "timeouts": 0, "errors": 0, "recycled": 0}
 
@@ -160,22 +174,23 @@ class CasPool:
             if self._closed:
                 worker.stop()
                 return
-            while self._async_waiters:  # hand it to the longest-waiting async caller (FIFO)
-                loop, waiter = self._async_waiters.pop(0)
-                try:
-                    loop.call_soon_threadsafe(self._hand, waiter, worker)
-                    return
-                except RuntimeError:  # that caller's loop is closed
-                    continue
-            self._idle.append(worker)
-            self._cond.notify()
-
-    def _hand(self, waiter: asyncio.Future[_Worker | None], worker: _Worker) -> None:
-        """On the waiter's loop: give it `worker`, or pass the worker on if it stopped waiting."""
-        if waiter.done():
+            job = None
+            while self._jobs:  # the longest-waiting async job takes it (FIFO)
+                job = self._jobs.pop(0)
+                if not job.future.done():
+                    break
+                job = None
+            if job is None:
+                self._idle.append(worker)
+                self._cond.notify()
+                return
+        if _running_loop() is job.loop:
+            self._start(worker, job)  # at once: the worker never waits for a loop iteration
+            return
+        try:
+            job.loop.call_soon_threadsafe(self._start, worker, job)
+        except RuntimeError:  # that job's loop is closed: the next job or the idle list
             self._checkin(worker)
-        else:
-            waiter.set_result(worker)
 
     def run(self, payload: Any, timeout: float) -> Outcome:
         """Run one job; past `timeout` seconds (queueing included) the worker is killed: `timeout`."""
@@ -224,70 +239,87 @@ class CasPool:
         """`run` for an event loop, without a thread (see module docstring)."""
         if self._closed:
             return Outcome("error", detail="pool closed")
-        deadline = time.monotonic() + timeout
-        worker = await self._acheckout(deadline)
-        if worker is None:
-            if self._closed:
-                return Outcome("error", detail="pool closed")
-            return Outcome("timeout", detail="no free worker before the deadline")
-        self.stats["jobs"] += 1
-        sent = answered = False
-        try:
-            if not worker.ready and not (
-                await _readable(worker.recv_conn, deadline) and worker.wait_ready(0.0)
-            ):
-                if worker.proc.poll() is not None:
-                    raise EOFError("worker exited while starting")
-                self._checkin(worker)
-                return Outcome("timeout", detail="CAS worker still starting")
-            worker.send_conn.send(payload)
-            sent = True
-            answered = await _readable(worker.recv_conn, deadline)
-            if answered:
-                status, value = worker.recv_conn.recv()
-        except asyncio.CancelledError:
-            if sent:  # it is computing a job nobody waits for: replace it
-                worker.kill()
-                self._checkin(None)
-            else:
-                self._checkin(worker)
-            raise
-        except (EOFError, OSError) as exc:
-            worker.kill()
-            self.stats["errors"] += 1
-            self._checkin(None)
-            return Outcome("error", detail=f"worker died: {type(exc).__name__}")
-        if not answered:
-            worker.kill()
-            self.stats["timeouts"] += 1
-            self._checkin(None)
-            return Outcome("timeout", detail=f"CAS deadline {timeout:.2f}s")
-        return self._finish(worker, status, value)
-
-    async def _acheckout(self, deadline: float) -> _Worker | None:
-        """An idle worker, else the next one checked in (FIFO among async callers, handed over
-        directly so none is overtaken); None past `deadline` or once closed."""
         loop = asyncio.get_running_loop()
+        job = _Job(payload, loop, loop.create_future(), time.monotonic() + timeout, timeout)
         with self._cond:
-            if self._closed:
-                return None
-            if self._idle:
-                return self._idle.pop()
-            entry: tuple[asyncio.AbstractEventLoop, asyncio.Future[_Worker | None]]
-            entry = (loop, loop.create_future())
-            self._async_waiters.append(entry)
-        waiter = entry[1]
+            worker = self._idle.pop() if self._idle else None
+            if worker is None:
+                self._jobs.append(job)
+        if worker is None:
+            job.timer = loop.call_later(max(timeout, 0.0), self._expire, job)
+        else:
+            self._start(worker, job)
+        return await job.future  # cancelled: the job is dropped (its worker runs on to its answer)
+
+    def _start(self, worker: _Worker, job: _Job) -> None:
+        """On the job's loop: run `job` on `worker` (waiting for its start-up message first)."""
+        if job.timer is not None:
+            job.timer.cancel()
+        left = job.deadline - time.monotonic()
+        if job.future.done() or left <= 0:
+            _settle(job, Outcome("timeout", detail="no free worker before the deadline"))
+            self._checkin(worker)
+            return
+        self.stats["jobs"] += 1
+        job.timer = job.loop.call_later(left, self._on_deadline, worker, job)
+        if worker.ready:
+            self._send(worker, job)
+        else:
+            job.loop.add_reader(worker.recv_conn.fileno(), self._on_boot, worker, job)
+
+    def _on_boot(self, worker: _Worker, job: _Job) -> None:
+        job.loop.remove_reader(worker.recv_conn.fileno())
+        if worker.wait_ready(0.0):
+            self._send(worker, job)
+        else:
+            self._died(worker, job, "worker exited while starting")
+
+    def _send(self, worker: _Worker, job: _Job) -> None:
         try:
-            return await asyncio.wait_for(waiter, max(deadline - time.monotonic(), 0.0))
-        except (asyncio.TimeoutError, asyncio.CancelledError):
-            with self._cond:
-                if entry in self._async_waiters:
-                    self._async_waiters.remove(entry)
-            if waiter.done() and not waiter.cancelled() and waiter.result() is not None:
-                self._checkin(waiter.result())  # handed over just as we gave up: pass it on
-            if isinstance(sys.exc_info()[1], asyncio.CancelledError):
-                raise
-            return None
+            worker.send_conn.send(job.payload)
+        except OSError as exc:
+            self._died(worker, job, f"worker died: {type(exc).__name__}")
+            return
+        job.sent = True
+        job.loop.add_reader(worker.recv_conn.fileno(), self._on_answer, worker, job)
+
+    def _on_answer(self, worker: _Worker, job: _Job) -> None:
+        job.loop.remove_reader(worker.recv_conn.fileno())
+        job.timer.cancel()  # type: ignore[union-attr]
+        try:
+            status, value = worker.recv_conn.recv()
+        except (EOFError, OSError) as exc:
+            self._died(worker, job, f"worker died: {type(exc).__name__}")
+            return
+        _settle(job, self._finish(worker, status, value))  # the worker is handed on first
+
+    def _on_deadline(self, worker: _Worker, job: _Job) -> None:
+        job.loop.remove_reader(worker.recv_conn.fileno())
+        if not job.sent:  # still starting: it stays in the pool, as with `run`
+            _settle(job, Outcome("timeout", detail="CAS worker still starting"))
+            self._checkin(worker)
+            return
+        worker.kill()
+        self.stats["timeouts"] += 1
+        _settle(job, Outcome("timeout", detail=f"CAS deadline {job.timeout:.2f}s"))
+        self._checkin(None)
+
+    def _died(self, worker: _Worker, job: _Job, detail: str) -> None:
+        job.loop.remove_reader(worker.recv_conn.fileno())
+        if job.timer is not None:
+            job.timer.cancel()
+        worker.kill()
+        self.stats["errors"] += 1
+        _settle(job, Outcome("error", detail=detail))
+        self._checkin(None)
+
+    def _expire(self, job: _Job) -> None:
+        """On the job's loop, at its deadline, if it never got a worker."""
+        with self._cond:
+            if job not in self._jobs:
+                return
+            self._jobs.remove(job)
+        _settle(job, Outcome("timeout", detail="no free worker before the deadline"))
 
     @property
     def usable(self) -> bool:
@@ -302,10 +334,10 @@ class CasPool:
             idle, self._idle = self._idle + self._spares, []
             self._spares = []
             self._cond.notify_all()
-            waiters, self._async_waiters = self._async_waiters, []
-        for loop, waiter in waiters:
+            jobs, self._jobs = self._jobs, []
+        for job in jobs:
             with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_resolve, waiter)
+                job.loop.call_soon_threadsafe(_settle, job, Outcome("error", detail="pool closed"))
         if os.getpid() == self._pid:
             for worker in idle:
                 worker.stop()
@@ -317,29 +349,16 @@ class CasPool:
         self.close()
 
 
-def _resolve(waiter: asyncio.Future[Any]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
+def _settle(job: _Job, outcome: Outcome) -> None:
+    if not job.future.done():
+        job.future.set_result(outcome)
 
 
-async def _readable(conn: Connection, deadline: float) -> bool:
-    """True once `conn` has data (or EOF) before `deadline`, waiting on the running loop."""
-    if conn.poll(0):
-        return True
-    left = deadline - time.monotonic()
-    if left <= 0:
-        return False
-    loop = asyncio.get_running_loop()
-    ready: asyncio.Future[None] = loop.create_future()
-    fd = conn.fileno()
-    loop.add_reader(fd, _resolve, ready)
+def _running_loop() -> asyncio.AbstractEventLoop | None:
     try:
-        await asyncio.wait_for(ready, left)
-        return True
-    except asyncio.TimeoutError:
-        return conn.poll(0)
-    finally:
-        loop.remove_reader(fd)
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 _default: CasPool | None = None
