@@ -153,6 +153,7 @@ class CasPool:
         for worker in self._idle:  # one-time start-up cost, paid here rather than by a check's deadline
             worker.wait_ready(60.0)
         self._jobs: list[_Job] = []  # async jobs waiting for a worker, oldest first
+        self._running: dict[_Job, _Worker] = {}  # async jobs on a worker
         self._closed = False
         self.stats = {"jobs": 0, "timeouts": 0, "errors": 0, "recycled": 0}
 
@@ -261,6 +262,8 @@ class CasPool:
             self._checkin(worker)
             return
         self.stats["jobs"] += 1
+        with self._cond:
+            self._running[job] = worker
         job.timer = job.loop.call_later(left, self._on_deadline, worker, job)
         if worker.ready:
             self._send(worker, job)
@@ -269,6 +272,8 @@ class CasPool:
 
     def _on_boot(self, worker: _Worker, job: _Job) -> None:
         job.loop.remove_reader(worker.recv_conn.fileno())
+        if job not in self._running:  # `close` took it
+            return
         if worker.wait_ready(0.0):
             self._send(worker, job)
         else:
@@ -283,18 +288,28 @@ class CasPool:
         job.sent = True
         job.loop.add_reader(worker.recv_conn.fileno(), self._on_answer, worker, job)
 
-    def _on_answer(self, worker: _Worker, job: _Job) -> None:
+    def _ended(self, worker: _Worker, job: _Job) -> bool:
+        """Take `job` off its worker (False if `close` already did)."""
+        with self._cond:
+            if self._running.pop(job, None) is None:
+                return False
         job.loop.remove_reader(worker.recv_conn.fileno())
+        return True
+
+    def _on_answer(self, worker: _Worker, job: _Job) -> None:
+        if not self._ended(worker, job):
+            return
         job.timer.cancel()  # type: ignore[union-attr]
         try:
             status, value = worker.recv_conn.recv()
         except (EOFError, OSError) as exc:
-            self._died(worker, job, f"worker died: {type(exc).__name__}")
+            self._died(worker, job, f"worker died: {type(exc).__name__}", ended=True)
             return
         _settle(job, self._finish(worker, status, value))  # the worker is handed on first
 
     def _on_deadline(self, worker: _Worker, job: _Job) -> None:
-        job.loop.remove_reader(worker.recv_conn.fileno())
+        if not self._ended(worker, job):
+            return
         if not job.sent:  # still starting: it stays in the pool, as with `run`
             _settle(job, Outcome("timeout", detail="CAS worker still starting"))
             self._checkin(worker)
@@ -304,14 +319,22 @@ class CasPool:
         _settle(job, Outcome("timeout", detail=f"CAS deadline {job.timeout:.2f}s"))
         self._checkin(None)
 
-    def _died(self, worker: _Worker, job: _Job, detail: str) -> None:
-        job.loop.remove_reader(worker.recv_conn.fileno())
+    def _died(self, worker: _Worker, job: _Job, detail: str, ended: bool = False) -> None:
+        if not ended and not self._ended(worker, job):
+            return
         if job.timer is not None:
             job.timer.cancel()
         worker.kill()
         self.stats["errors"] += 1
         _settle(job, Outcome("error", detail=detail))
         self._checkin(None)
+
+    def _abandon(self, worker: _Worker, job: _Job) -> None:
+        """On the job's loop, after `close`: kill its worker; the caller gets `error`."""
+        if self._ended(worker, job):
+            job.timer.cancel()  # type: ignore[union-attr]
+            worker.kill()
+            _settle(job, Outcome("error", detail="pool closed"))
 
     def _expire(self, job: _Job) -> None:
         """On the job's loop, at its deadline, if it never got a worker."""
@@ -335,9 +358,15 @@ class CasPool:
             self._spares = []
             self._cond.notify_all()
             jobs, self._jobs = self._jobs, []
+            running = list(self._running.items())
         for job in jobs:
             with contextlib.suppress(RuntimeError):
                 job.loop.call_soon_threadsafe(_settle, job, Outcome("error", detail="pool closed"))
+        for job, worker in running:  # busy workers are stopped too, as blocking callers' are
+            try:
+                job.loop.call_soon_threadsafe(self._abandon, worker, job)
+            except RuntimeError:  # its loop is gone: nobody reads that worker any more
+                worker.kill()
         if os.getpid() == self._pid:
             for worker in idle:
                 worker.stop()

@@ -103,14 +103,15 @@ async def test_a_waiter_that_gives_up_loses_no_worker(pool):
 
 async def test_closing_the_pool_releases_async_waiters():
     pool = CasPool(workers=1)
-    blocker = asyncio.create_task(pool.arun(("probe", "sleep", 2), timeout=60))
+    busy = pool._idle[0].proc
+    blocker = asyncio.create_task(pool.arun(("probe", "sleep", 30), timeout=60))
     await _started(blocker, pool)
     waiter = asyncio.create_task(pool.arun(("probe", "echo", 1), timeout=60))
     await asyncio.sleep(0)
     await asyncio.to_thread(pool.close)
     assert (await waiter).status == "error"
-    blocker.cancel()
-    await asyncio.gather(blocker, return_exceptions=True)
+    assert (await blocker).status == "error"  # its worker was stopped, not left computing
+    assert busy.poll() is not None
     assert (await pool.arun(("probe", "echo", 1), timeout=1)).status == "error"
 
 

@@ -11,7 +11,11 @@ from rubrics.core import Sample, Status
 from rubrics.math import CasPool, MathRubric
 from rubrics.math.rubric import INLINE_CHARS
 
-CASES = [json.loads(line) for line in (Path(__file__).parents[2] / "benchmarks/data/math_cases.jsonl").open()]
+CASES = [
+    json.loads(line)
+    for line in (Path(__file__).parents[2] / "benchmarks/data/math_cases.jsonl").read_text().splitlines()
+    if line.strip()
+]
 
 
 @pytest.fixture(scope="module")
