@@ -243,6 +243,8 @@ class CasPool:
         loop = asyncio.get_running_loop()
         job = _Job(payload, loop, loop.create_future(), time.monotonic() + timeout, timeout)
         with self._cond:
+            if self._closed:  # closed meanwhile (`close` settles only the jobs queued before it)
+                return Outcome("error", detail="pool closed")
             worker = self._idle.pop() if self._idle else None
             if worker is None:
                 self._jobs.append(job)
