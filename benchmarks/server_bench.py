@@ -251,7 +251,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--items", type=int, default=200_000, help="distinct items in the rotation")
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="server processes of ours")
-    ap.add_argument("--inflight", type=int, nargs="+", default=[24], help="math windows of ours")
+    ap.add_argument("--inflight", type=int, nargs="+", default=[12], help="math windows of ours")
     args = ap.parse_args()
     tmp = pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / f"server_bench_{os.getpid()}"
     tmp.mkdir(parents=True, exist_ok=True)
