@@ -12,8 +12,10 @@ connections from a separate process (a minimal HTTP/1.1 client, so the client co
 each posting distinct math items back to back for `--seconds`: the completions and golds of
 `benchmarks/data/math_cases.jsonl`, cycled, each under its own prompt id, so our result cache never
 hits (the servers do the same checking work). Reported per server: req/s, p50/p99 latency, errors, the
-server's peak RSS; ratios are against the naive server of the same round; the load average is read
-at the start and end of each round.
+server's peak RSS, and the CPU time per request of the server processes (event loops), of their CAS
+workers and of the load generator, with the cores all three kept busy (on a 2-core machine the
+client shares the cores, so 2 / total-CPU-per-request is the ceiling on req/s); ratios are against the
+naive server of the same round; the load average is read at the start and end of each round.
 """
 
 from __future__ import annotations
@@ -104,7 +106,8 @@ async def _conn(port: int, work: list[bytes], start: int, stride: int, stop: flo
 def load(port: int, concurrency: int, seconds: float, n_items: int, out: mp.Queue) -> None:
     work = bodies(n_items)
 
-    async def run() -> tuple[list, list, float]:
+    async def run() -> tuple[list, list, float, float]:
+        cpu0 = time.process_time()
         lat: list[float] = []
         errs: list[bytes] = []
         t0 = time.perf_counter()
@@ -112,7 +115,7 @@ def load(port: int, concurrency: int, seconds: float, n_items: int, out: mp.Queu
         await asyncio.gather(
             *(_conn(port, work, k, concurrency, stop, lat, errs) for k in range(concurrency))
         )
-        return lat, errs, time.perf_counter() - t0
+        return lat, errs, time.perf_counter() - t0, time.process_time() - cpu0
 
     out.put(asyncio.run(run()))
 
@@ -167,6 +170,29 @@ def wait_ready(port: int, timeout: float = 120) -> None:
     raise RuntimeError(f"server on {port} never ready")
 
 
+def _tree(pid: int) -> list[int]:
+    kids = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return [pid] + [p for k in kids.split() for p in _tree(int(k))]
+
+
+def cpu_s(pid: int) -> tuple[float, float]:
+    """CPU seconds so far of a server's processes and of its CAS workers (reaped ones included)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    server = cas = 0.0
+    for p in _tree(pid):
+        try:
+            fields = pathlib.Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            cmd = pathlib.Path(f"/proc/{p}/cmdline").read_bytes()
+        except OSError:  # exited meanwhile
+            continue
+        own, reaped = (int(fields[11]) + int(fields[12])) / tick, (int(fields[13]) + int(fields[14])) / tick
+        if b"pool import serve" in cmd:
+            cas += own
+        else:
+            server, cas = server + own, cas + reaped  # a server's reaped children are CAS workers
+    return server, cas
+
+
 def rss_mb(pid: int) -> float:
     """Resident memory of a process and its children (MiB)."""
     out = subprocess.run(["ps", "-o", "rss=", "--ppid", str(pid)], capture_output=True, text=True).stdout
@@ -189,12 +215,14 @@ def measure(
         p = mp.get_context("spawn").Process(
             target=load, args=(port, args.concurrency, args.seconds, args.items, q)
         )
+        cpu0 = cpu_s(proc.pid)
         p.start()
         peak = 0.0
         while p.is_alive() and q.empty():
             peak = max(peak, rss_mb(proc.pid))
             time.sleep(0.5)
-        lat, errs, wall = q.get()
+        lat, errs, wall, client_cpu = q.get()
+        cpu1 = cpu_s(proc.pid)
         p.join()
     finally:
         proc.terminate()
@@ -207,6 +235,12 @@ def measure(
         "n": len(lat),
         "errors": len(errs),
         "rss": peak,
+        "us": [
+            1e6 * (cpu1[0] - cpu0[0]) / len(lat),
+            1e6 * (cpu1[1] - cpu0[1]) / len(lat),
+            1e6 * client_cpu / len(lat),
+        ],
+        "cores": (cpu1[0] - cpu0[0] + cpu1[1] - cpu0[1] + client_cpu) / wall,
     }
 
 
@@ -216,8 +250,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--items", type=int, default=200_000, help="distinct items in the rotation")
-    ap.add_argument("--workers", type=int, nargs="+", default=[1], help="server processes of ours")
-    ap.add_argument("--inflight", type=int, nargs="+", default=[24, 256], help="math windows of ours")
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="server processes of ours")
+    ap.add_argument("--inflight", type=int, nargs="+", default=[12], help="math windows of ours")
     args = ap.parse_args()
     tmp = pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / f"server_bench_{os.getpid()}"
     tmp.mkdir(parents=True, exist_ok=True)
@@ -225,7 +259,8 @@ def main() -> None:
         f"concurrency {args.concurrency}, {args.seconds:g} s per server, {args.rounds} round(s), cpus {os.cpu_count()}"
     )
     print(
-        f"{'round':>5} {'server':<22} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6} {'RSS MiB':>8} {'x req/s':>8} {'x p99':>7}  load"
+        f"{'round':>5} {'server':<22} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6} {'RSS MiB':>8} {'x req/s':>8} {'x p99':>7}"
+        f"  {'CPU us/req: server':>18} {'CAS':>5} {'client':>6} {'cores':>5}  load"
     )
     for rnd in range(1, args.rounds + 1):
         load0 = open("/proc/loadavg").read().split()[0]
@@ -239,7 +274,8 @@ def main() -> None:
         for name, r in rows:
             print(
                 f"{rnd:>5} {name:<22} {r['rps']:>8.0f} {r['p50']:>8.1f} {r['p99']:>8.1f} {r['errors']:>6} "
-                f"{r['rss']:>8.0f} {r['rps'] / base['rps']:>8.2f} {r['p99'] / base['p99']:>7.2f}  {load0}->{load1}"
+                f"{r['rss']:>8.0f} {r['rps'] / base['rps']:>8.2f} {r['p99'] / base['p99']:>7.2f}  "
+                f"{r['us'][0]:>18.0f} {r['us'][1]:>5.0f} {r['us'][2]:>6.0f} {r['cores']:>5.2f}  {load0}->{load1}"
             )
 
 

@@ -126,6 +126,8 @@ class Rubric(ABC):
     async def _score(self, sample: Sample) -> RewardResult: ...
 
     async def _score_group(self, samples: Sequence[Sample]) -> list[RewardResult]:
+        if len(samples) == 1:  # no task (and no extra loop iteration) for the common lone sample
+            return [await self.score(samples[0])]
         return list(await asyncio.gather(*(self.score(s) for s in samples)))
 
     async def score(self, sample: Sample) -> RewardResult:

@@ -54,6 +54,7 @@ from rubrics.core import RewardResult, Rubric, Sample, Status
 from rubrics.server_metrics import ServerMetrics
 
 log = logging.getLogger(__name__)
+_timeout = getattr(asyncio, "timeout", None)  # Python 3.11+
 
 
 class ServerConfig(BaseModel):
@@ -256,7 +257,10 @@ class Scorer:
 
     async def _deadline(self, work: Any, n: int | None) -> Any:
         try:
-            return await asyncio.wait_for(work, self.cfg.item_timeout_s)
+            if _timeout is None:  # Python 3.10
+                return await asyncio.wait_for(work, self.cfg.item_timeout_s)
+            async with _timeout(self.cfg.item_timeout_s):  # no task per request, unlike wait_for
+                return await work
         except asyncio.TimeoutError:
             result = RewardResult.unverified(
                 Status.TIMEOUT, f"timeout: scoring exceeded {self.cfg.item_timeout_s}s"
@@ -265,6 +269,8 @@ class Scorer:
 
     async def _run(self, name: str, samples: list[Sample]) -> list[RewardResult]:
         cap = self.slots[name].capacity
+        if len(samples) <= cap:  # the usual case: no task for a lone slice
+            return await self._slice(name, samples)
         slices = [samples[i : i + cap] for i in range(0, len(samples), cap)]
         parts = await asyncio.gather(*(self._slice(name, s) for s in slices))
         return [r for part in parts for r in part]

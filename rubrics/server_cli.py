@@ -116,8 +116,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     }
     windows = dict(item.split("=", 1) for item in args.rubric_inflight)
     # the math rubric's window: enough to keep its CAS workers and the event loop busy, small enough
-    # that cheap checks do not overtake CAS-bound ones without bound (see rubrics.server)
-    windows.setdefault("math", 12 * args.math_workers)
+    # that cheap checks do not overtake CAS-bound ones without bound (see rubrics.server); 6 per CAS
+    # worker gave the shortest tail at the same req/s (benchmarks/results/server_bench.md)
+    windows.setdefault("math", 6 * args.math_workers)
     overrides["rubric_inflight"] = {k: int(v) for k, v in windows.items()}
     config = ServerConfig(**overrides)
     os.environ["RLVR_REWARD_RUBRICS"] = ",".join(args.rubric)

@@ -12,10 +12,19 @@
   that dies (memory, segfault) yields an `error` outcome and is replaced.
 * Thread-safe: each worker serves one caller at a time. A pool created in one process is never used
   from a forked child (the child lazily builds its own).
+* `await arun(payload, timeout)` is `run` for an event loop, without a thread: the job goes to an
+  idle worker, else into a FIFO queue; the answer is read in a `loop.add_reader` callback, which
+  hands the freed worker the next queued job at once (a worker never idles while a job waits for
+  the loop to come round). So a server spends no thread per CAS check (no hand-off, no GIL
+  contention with its loop). Same deadline, kill-and-replace and recycling rules as `run`; a caller
+  cancelled while its job runs just drops the answer. Sync and async callers may share one pool,
+  from any number of loops.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -70,6 +79,19 @@ def serve(memory_mb: int) -> None:
             conn_out.send(("error", "worker out of memory"))
         except Exception as exc:  # noqa: BLE001 - reported to the parent as an error outcome
             conn_out.send(("error", f"{type(exc).__name__}: {exc}"[:300]))
+
+
+@dataclass(eq=False)
+class _Job:
+    """An `arun` call: its job, the caller's loop and future, and its deadline (monotonic)."""
+
+    payload: Any
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[Outcome]
+    deadline: float
+    timeout: float
+    timer: asyncio.TimerHandle | None = None
+    sent: bool = False
 
 
 class _Worker:
@@ -130,6 +152,8 @@ class CasPool:
         self._spares: list[_Worker] = [_Worker(memory_mb)]
         for worker in self._idle:  # one-time start-up cost, paid here rather than by a check's deadline
             worker.wait_ready(60.0)
+        self._jobs: list[_Job] = []  # async jobs waiting for a worker, oldest first
+        self._running: dict[_Job, _Worker] = {}  # async jobs on a worker
         self._closed = False
         self.stats = {"jobs": 0, "timeouts": 0, "errors": 0, "recycled": 0}
 
@@ -151,8 +175,23 @@ class CasPool:
             if self._closed:
                 worker.stop()
                 return
-            self._idle.append(worker)
-            self._cond.notify()
+            job = None
+            while self._jobs:  # the longest-waiting async job takes it (FIFO)
+                job = self._jobs.pop(0)
+                if not job.future.done():
+                    break
+                job = None
+            if job is None:
+                self._idle.append(worker)
+                self._cond.notify()
+                return
+        if _running_loop() is job.loop:
+            self._start(worker, job)  # at once: the worker never waits for a loop iteration
+            return
+        try:
+            job.loop.call_soon_threadsafe(self._start, worker, job)
+        except RuntimeError:  # that job's loop is closed: the next job or the idle list
+            self._checkin(worker)
 
     def run(self, payload: Any, timeout: float) -> Outcome:
         """Run one job; past `timeout` seconds (queueing included) the worker is killed: `timeout`."""
@@ -182,16 +221,130 @@ class CasPool:
             self.stats["errors"] += 1
             self._checkin(None)
             return Outcome("error", detail=f"worker died: {type(exc).__name__}")
+        return self._finish(worker, status, value)
+
+    def _finish(self, worker: _Worker, status: str, value: Any) -> Outcome:
         worker.tasks += 1
-        if worker.tasks >= self.max_tasks:
-            worker.stop()
+        if worker.tasks >= self.max_tasks:  # stopped in the background: the caller never waits
+            threading.Thread(target=worker.stop, daemon=True).start()
             self.stats["recycled"] += 1
-            worker = None
-        self._checkin(worker)
+            self._checkin(None)
+        else:
+            self._checkin(worker)
         if status != "ok":
             self.stats["errors"] += 1
             return Outcome("error", detail=str(value))
         return Outcome("ok", value)
+
+    async def arun(self, payload: Any, timeout: float) -> Outcome:
+        """`run` for an event loop, without a thread (see module docstring)."""
+        if self._closed:
+            return Outcome("error", detail="pool closed")
+        loop = asyncio.get_running_loop()
+        job = _Job(payload, loop, loop.create_future(), time.monotonic() + timeout, timeout)
+        with self._cond:
+            if self._closed:  # closed meanwhile (`close` settles only the jobs queued before it)
+                return Outcome("error", detail="pool closed")
+            worker = self._idle.pop() if self._idle else None
+            if worker is None:
+                self._jobs.append(job)
+        if worker is None:
+            job.timer = loop.call_later(max(timeout, 0.0), self._expire, job)
+        else:
+            self._start(worker, job)
+        return await job.future  # cancelled: the job is dropped (its worker runs on to its answer)
+
+    def _start(self, worker: _Worker, job: _Job) -> None:
+        """On the job's loop: run `job` on `worker` (waiting for its start-up message first)."""
+        if job.timer is not None:
+            job.timer.cancel()
+        left = job.deadline - time.monotonic()
+        if job.future.done() or left <= 0:
+            _settle(job, Outcome("timeout", detail="no free worker before the deadline"))
+            self._checkin(worker)
+            return
+        self.stats["jobs"] += 1
+        with self._cond:
+            self._running[job] = worker
+        job.timer = job.loop.call_later(left, self._on_deadline, worker, job)
+        if worker.ready:
+            self._send(worker, job)
+        else:
+            job.loop.add_reader(worker.recv_conn.fileno(), self._on_boot, worker, job)
+
+    def _on_boot(self, worker: _Worker, job: _Job) -> None:
+        job.loop.remove_reader(worker.recv_conn.fileno())
+        if job not in self._running:  # `close` took it
+            return
+        if worker.wait_ready(0.0):
+            self._send(worker, job)
+        else:
+            self._died(worker, job, "worker exited while starting")
+
+    def _send(self, worker: _Worker, job: _Job) -> None:
+        try:
+            worker.send_conn.send(job.payload)
+        except OSError as exc:
+            self._died(worker, job, f"worker died: {type(exc).__name__}")
+            return
+        job.sent = True
+        job.loop.add_reader(worker.recv_conn.fileno(), self._on_answer, worker, job)
+
+    def _ended(self, worker: _Worker, job: _Job) -> bool:
+        """Take `job` off its worker (False if `close` already did)."""
+        with self._cond:
+            if self._running.pop(job, None) is None:
+                return False
+        job.loop.remove_reader(worker.recv_conn.fileno())
+        return True
+
+    def _on_answer(self, worker: _Worker, job: _Job) -> None:
+        if not self._ended(worker, job):
+            return
+        job.timer.cancel()  # type: ignore[union-attr]
+        try:
+            status, value = worker.recv_conn.recv()
+        except (EOFError, OSError) as exc:
+            self._died(worker, job, f"worker died: {type(exc).__name__}", ended=True)
+            return
+        _settle(job, self._finish(worker, status, value))  # the worker is handed on first
+
+    def _on_deadline(self, worker: _Worker, job: _Job) -> None:
+        if not self._ended(worker, job):
+            return
+        if not job.sent:  # still starting: it stays in the pool, as with `run`
+            _settle(job, Outcome("timeout", detail="CAS worker still starting"))
+            self._checkin(worker)
+            return
+        worker.kill()
+        self.stats["timeouts"] += 1
+        _settle(job, Outcome("timeout", detail=f"CAS deadline {job.timeout:.2f}s"))
+        self._checkin(None)
+
+    def _died(self, worker: _Worker, job: _Job, detail: str, ended: bool = False) -> None:
+        if not ended and not self._ended(worker, job):
+            return
+        if job.timer is not None:
+            job.timer.cancel()
+        worker.kill()
+        self.stats["errors"] += 1
+        _settle(job, Outcome("error", detail=detail))
+        self._checkin(None)
+
+    def _abandon(self, worker: _Worker, job: _Job) -> None:
+        """On the job's loop, after `close`: kill its worker; the caller gets `error`."""
+        if self._ended(worker, job):
+            job.timer.cancel()  # type: ignore[union-attr]
+            worker.kill()
+            _settle(job, Outcome("error", detail="pool closed"))
+
+    def _expire(self, job: _Job) -> None:
+        """On the job's loop, at its deadline, if it never got a worker."""
+        with self._cond:
+            if job not in self._jobs:
+                return
+            self._jobs.remove(job)
+        _settle(job, Outcome("timeout", detail="no free worker before the deadline"))
 
     @property
     def usable(self) -> bool:
@@ -206,6 +359,16 @@ class CasPool:
             idle, self._idle = self._idle + self._spares, []
             self._spares = []
             self._cond.notify_all()
+            jobs, self._jobs = self._jobs, []
+            running = list(self._running.items())
+        for job in jobs:
+            with contextlib.suppress(RuntimeError):
+                job.loop.call_soon_threadsafe(_settle, job, Outcome("error", detail="pool closed"))
+        for job, worker in running:  # busy workers are stopped too, as blocking callers' are
+            try:
+                job.loop.call_soon_threadsafe(self._abandon, worker, job)
+            except RuntimeError:  # its loop is gone: nobody reads that worker any more
+                worker.kill()
         if os.getpid() == self._pid:
             for worker in idle:
                 worker.stop()
@@ -215,6 +378,18 @@ class CasPool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _settle(job: _Job, outcome: Outcome) -> None:
+    if not job.future.done():
+        job.future.set_result(outcome)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 _default: CasPool | None = None

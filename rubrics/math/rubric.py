@@ -5,10 +5,13 @@
   CAS deadline → `score=None` (`timeout`); dead worker or broken gold → `score=None` (`error`).
 * Optional format component (`format_weight`): 1.0 when the answer sat in `\\boxed{}`, kept under
   `components["format"]`; the score is `correct + format_weight · format` for verified results.
-* Checks run in a worker thread (`asyncio.to_thread`) over a `CasPool` of processes, so the event
-  loop never blocks; `aclose()` stops the pool this rubric created. Small checks (texts up to
-  `INLINE_CHARS`) first try their cheap, CAS-free part on the event loop (tens of microseconds,
-  less than the thread hand-off and its GIL contention); one that needs the CAS goes to the thread.
+* Small checks (texts up to `INLINE_CHARS`) run on the event loop: the cheap, CAS-free part inline
+  (a few hundred microseconds at most, less than a thread hand-off and its GIL contention), and a
+  check that needs the CAS awaits its job with `CasPool.arun` (no thread): the check is replayed
+  with the CAS answers it has so far until it completes (the same verdict as the blocking check,
+  whose parse it repeats once per CAS request). Longer texts run the blocking check in a worker
+  thread (`asyncio.to_thread`). The loop never blocks on the CAS; `aclose()` stops the pool this
+  rubric created.
 * `sample.answer` may be one gold or a list of accepted golds (any match counts);
   `sample.info["math_policy"]` (a dict of `MathPolicy` fields) overrides the policy per item.
 """
@@ -17,13 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from rubrics.core import RewardResult, Rubric, Sample, Status
 from rubrics.math.policy import DEFAULT_POLICY, MathPolicy
-from rubrics.math.pool import CasPool
+from rubrics.math.pool import CasPool, Outcome
 from rubrics.math.verifier import Verdict, verify
 
 _BOXED_RULES = {"boxed", "letter"}
@@ -31,17 +35,37 @@ INLINE_CHARS = 2_000
 
 
 class _NeedsPool(Exception):
-    """Raised by `_NO_POOL`: the check needs the CAS, so it must leave the event loop."""
+    """Raised by `_Replay`: the check needs a CAS answer it does not have yet (`args`: the job and
+    its timeout)."""
 
 
-class _NoPool:
-    """Stands in for the CAS pool during an inline check: any CAS request aborts it."""
+class _Replay:
+    """Stands in for the CAS pool during an inline check: answers the check's CAS requests, in
+    order, with the outcomes gathered so far, and aborts it at the first one it has no answer for."""
 
-    def run(self, payload: object, timeout: float) -> None:
-        raise _NeedsPool
+    def __init__(self, outcomes: Sequence[Outcome] = ()) -> None:
+        self.outcomes, self.calls = outcomes, 0
+
+    def run(self, payload: object, timeout: float) -> Outcome:
+        self.calls += 1
+        if self.calls > len(self.outcomes):
+            raise _NeedsPool(payload, timeout)
+        return self.outcomes[self.calls - 1]
 
 
-_NO_POOL = _NoPool()
+async def averify(response: str, gold: str, policy: MathPolicy, pool: CasPool) -> Verdict:
+    """`verify` on the event loop: the CAS jobs go through `pool.arun` (see module docstring); the
+    CAS requests of one check share one deadline, from the first, as in `verify`."""
+    outcomes: list[Outcome] = []
+    deadline = None
+    while True:
+        try:
+            return verify(response, gold, policy, _Replay(outcomes))  # type: ignore[arg-type]
+        except _NeedsPool as need:
+            payload, timeout = need.args
+            now = time.monotonic()
+            deadline = now + timeout if deadline is None else deadline
+            outcomes.append(await pool.arun(payload, max(min(timeout, deadline - now), 0.0)))
 
 
 def best_verdict(response: str, golds: Sequence[str], policy: MathPolicy, pool: CasPool | None) -> Verdict:
@@ -52,6 +76,21 @@ def best_verdict(response: str, golds: Sequence[str], policy: MathPolicy, pool: 
         if v.correct:
             return v
         verdicts.append(v)
+    return _most_informative(verdicts)
+
+
+async def abest_verdict(response: str, golds: Sequence[str], policy: MathPolicy, pool: CasPool) -> Verdict:
+    """`best_verdict` on the event loop (CAS jobs through `pool.arun`)."""
+    verdicts = []
+    for gold in golds:
+        v = await averify(response, gold, policy, pool)
+        if v.correct:
+            return v
+        verdicts.append(v)
+    return _most_informative(verdicts)
+
+
+def _most_informative(verdicts: Sequence[Verdict]) -> Verdict:
     for reason in ("timeout", "error"):
         hit = next((v for v in verdicts if v.reason == reason), None)
         if hit is not None:
@@ -108,16 +147,22 @@ class MathRubric(Rubric):
             policy = replace(policy, **dict(overrides))
         texts = [str(g) for g in golds]
         response = sample.completion_text
-        verdict = None
         if len(response) + sum(map(len, texts)) <= INLINE_CHARS:
-            try:
-                verdict = best_verdict(response, texts, policy, _NO_POOL)  # type: ignore[arg-type]
-            except _NeedsPool:
-                pass
-        if verdict is None:
+            verdict = await self._inline(response, texts, policy)
+        else:
             verdict = await asyncio.to_thread(self.check, response, texts, policy)
         self.counts[verdict.reason] += 1
         return self.result(verdict)
+
+    async def _inline(self, response: str, texts: list[str], policy: MathPolicy) -> Verdict:
+        try:  # most checks never need the CAS: no pool start, no await
+            return best_verdict(response, texts, policy, _Replay())  # type: ignore[arg-type]
+        except _NeedsPool:
+            pass
+        pool = self._pool if self._pool is not None and self._pool.usable else None
+        if pool is None:
+            pool = await asyncio.to_thread(lambda: self.pool)  # starting it blocks: off the loop
+        return await abest_verdict(response, texts, policy, pool)
 
     def result(self, v: Verdict) -> RewardResult:
         detail = f"{v.reason}: {v.detail}" if v.detail else v.reason
