@@ -34,7 +34,7 @@ from environments.turn_tokens import ChatTokens  # noqa: E402
 from rubrics.core import RewardResult, Rubric, Sample  # noqa: E402
 
 GROUPS, N, TURNS, TOKENS = 16, 8, 3, 16
-BATCHINGS = (32, 1)  # --env.max_batch_prompts: the default, and one request per sampling call
+BATCHINGS = (64, 1)  # --env.max_batch_prompts: the default, and one request per sampling call
 
 
 class InstantServer:

@@ -93,7 +93,7 @@ class RubricEnvConfig(BaseEnvConfig):
         description="server_type vllm: 'openai' = stock vLLM server, 'generate' = atroposlib's /generate",
     )
     max_batch_prompts: int = Field(
-        default=32,
+        default=64,
         ge=1,
         description="server_type vllm (stock vLLM): concurrent sampling calls sent as one request of at most "
         "this many token-id prompts (1 = a request per call)",

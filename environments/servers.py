@@ -44,7 +44,7 @@ class VLLMTokenServer(VLLMServer):
     with the same sampling parameters share one request (`completion_batcher`); `max_batch_prompts`
     (set from `--env.max_batch_prompts`; 1 = one request per call) caps a request's prompts."""
 
-    max_batch_prompts: int = 32
+    max_batch_prompts: int = 64
 
     def __init__(self, config: APIServerConfig, reasoning_config: Any = None) -> None:
         super().__init__(config, reasoning_config=reasoning_config)
