@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from atroposlib.envs.server_handling.openai_server import OpenAIServer
@@ -11,6 +15,8 @@ from atroposlib.envs.server_handling.vllm_server import VLLMServer
 from environments.output import GroupWriter, read_groups, write_html
 from environments.servers import VLLMTokenServer, server_class_for
 from environments.token_completions import InferenceError, parse_token_completion
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_writer_resumes_without_duplicates_and_repairs_a_torn_line(tmp_path):
@@ -26,6 +32,22 @@ def test_writer_resumes_without_duplicates_and_repairs_a_torn_line(tmp_path):
         w.write({"uid": "c", "scores": [0.5]})
     assert [g["uid"] for g in read_groups(path)] == ["a", "b", "c"]
     assert all(json.loads(line) for line in path.read_text().splitlines())
+
+
+def test_a_killed_run_keeps_every_group_it_wrote(tmp_path):
+    """Lines reach the OS as they are written (fsync is only periodic): a process killed without
+    closing its writer loses none of them, and the next run resumes after them."""
+    path = tmp_path / "g.jsonl"
+    script = (
+        "import os, signal, sys; from environments.output import GroupWriter\n"
+        f"w = GroupWriter({str(path)!r}, fsync_every_s=3600)\n"
+        "for uid in 'abc': w.write({'uid': uid, 'scores': [1.0]})\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, timeout=60)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    with GroupWriter(path) as w:
+        assert w.done == {"a", "b", "c"}
 
 
 def test_html_viewer_escapes_model_text(tmp_path):
