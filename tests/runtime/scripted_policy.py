@@ -69,7 +69,6 @@ class ScriptedPolicy:
         async def completions(request: Request) -> Any:
             body = await request.json()
             self.requests.append(body)
-            await asyncio.sleep(self.rng.uniform(*self.latency_s))
             prompt = body["prompt"]
             batch = [prompt] if not prompt or isinstance(prompt[0], int) else prompt  # one or a list
             prompts = [[int(t) for t in p] for p in batch]
@@ -81,6 +80,7 @@ class ScriptedPolicy:
                 return StreamingResponse(
                     self._stream(texts, prompts, n, max_tokens), media_type="text/event-stream"
                 )
+            await asyncio.sleep(self.rng.uniform(*self.latency_s))
             await asyncio.gather(*(self._gate(text) for text in texts))
             choices = [
                 dict(self._choice(text, j, ids, max_tokens), index=i * n + j)
