@@ -8,9 +8,9 @@ one token-in/token-out sample of the policy (`episodes.sample_tokens`: the Serve
 `tokens_and_logprobs_completion`, i.e. ManagedServer's call; `servers.VLLMTokenServer` on stock vLLM):
 
 * the **first** request of a session renders its messages with the chat template
-  (`ChatTokens.prompt`);
+  (`ChatTokens.prompt`, with the offered tools);
 * every **later** request must repeat the session's recorded conversation exactly (the messages sent
-  so far and the assistant replies this endpoint returned, compared by role and text) and add only
+  so far and the assistant replies this endpoint returned, compared by role, text and tool calls: `plain_message`) and add only
   new user/tool messages; those are rendered alone and appended to the exact previous ids
   (`ChatTokens.env_turn`), never re-tokenising earlier turns. A request whose history differs (an
   edited or dropped turn, a forged assistant message) is refused (HTTP 409) and the session is marked

@@ -60,11 +60,11 @@ def test_tool_calls_reach_the_mcp_tools_and_results_the_next_turn(v1_venv, tool_
     out = tmp_path / "groups.jsonl"
     with ScriptedPolicy(tok, CalcPolicy(), latency_s=(0.0, 0.04), seed=5) as policy:
         done = bridge(v1_venv, "process", tool_tok_dir, policy.base_url, "--env.group_size", "4",
-                      "--env.total_steps", "2", "--env.max_token_length", "2048",
+                      "--env.total_steps", "1", "--env.max_token_length", "2048",
                       "--env.data_path_to_save_groups", str(out))  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     groups = groups_of(out)
-    assert len(groups) == 2 and all(g["tokens_exact"] for g in groups)
+    assert len(groups) == 1 and all(g["tokens_exact"] for g in groups)
     for g in groups:
         assert mismatches(tok, g, calc_reward) == []  # every score is its own rollout's final answer
         assert mismatches(tok, dict(g, scores=g["scores"][1:] + g["scores"][:1]), calc_reward) != []
@@ -92,7 +92,7 @@ def test_tool_calls_reach_the_mcp_tools_and_results_the_next_turn(v1_venv, tool_
             kinds.add(("malformed" if malformed else "calls" if calls else "none", score))
         assert kinds == {("calls", 1.0), ("calls", 0.0), ("malformed", 1.0), ("none", 1.0)}
     summary = json.loads(out.with_suffix(".summary.json").read_text())
-    assert summary["reward_status"] == {"ok": 8}
+    assert summary["reward_status"] == {"ok": 4}
 
 
 def test_a_template_without_tools_is_refused_in_one_line(v1_venv, tiny):  # noqa: F811
