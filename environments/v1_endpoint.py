@@ -25,10 +25,10 @@ Tools (a v1 Toolset's MCP tools, offered by the harness in `tools`): with a tool
 (`SessionStore(tool_parser=...)`, `environments.tool_calls`, the classic bridge's parser) the first
 request renders them through the chat template (`tools=`), each sampled text is parsed into OpenAI
 `tool_calls` (ids minted here; finish_reason `tool_calls`; a malformed call becomes one call with the
-raw text as `arguments`, as in the classic path, which the harness answers with its own JSON error) and
-the next request must repeat that assistant message exactly (content and tool calls as returned) and
-add `tool` messages, rendered after the exact ids (masked out). Every request of a session must offer
-the same tools. Without a parser, requests offering tools are refused (HTTP 400). `stream: true` is
+raw text as `arguments`, as in the classic path, which the harness answers with its own JSON
+error) and the next request must repeat that assistant message exactly (content and tool calls as
+returned) and add `tool` messages answering those calls' ids, rendered after the exact ids (masked
+out). Every request of a session must offer the same tools. Without a parser, requests offering tools are refused (HTTP 400). `stream: true` is
 answered as server-sent events (one content chunk, then the finish chunk and an optional usage chunk).
 The body's `model` selects the split (`MODEL_EVAL` samples on the eval servers); `temperature`,
 `top_p` and `max_tokens` come from the body (the bridge sends its own generation parameters there
@@ -264,6 +264,10 @@ class SessionStore:
         if any(m["role"] == "assistant" for m in new):
             raise SessionError(409, "the request adds an assistant message the policy never sampled")
         previous, last = session.segments[-1], known[-1]
+        issued = {c["id"] for c in last.get("tool_calls") or []}
+        stray = [m["tool_call_id"] for m in new if m["role"] == "tool" and m["tool_call_id"] not in issued]
+        if stray:
+            raise SessionError(409, f"tool results for calls the policy never made: {stray[:3]}")
         try:  # a tool call's results render after the real assistant message (the template needs it)
             env_segment, clean = self.chat.env_turn(
                 previous, new, assistant_message=last if last.get("tool_calls") else None, tools=tools

@@ -1,9 +1,9 @@
 """The v1 endpoint with tools (in process, real OpenAI client, real vLLM hermes parser, the Hermes
 tool template over the tiny tokenizer, scripted token policy): calls come back as OpenAI tool_calls
 with ids and finish_reason tool_calls (also streamed); the next request must repeat that assistant
-turn exactly, its tool results are rendered after the exact ids (masked out); a forged call, other
-tools or tools without a parser fail the session; a malformed call is returned as the classic path
-returns it."""
+turn exactly, its tool results are rendered after the exact ids (masked out); a forged call, a
+result for a call never made, other tools or tools without a parser fail the session; a malformed
+call is returned as the classic path returns it."""
 
 from __future__ import annotations
 
@@ -98,6 +98,7 @@ def forge(assistant: dict) -> dict:
             "differs",
         ),
         (lambda a, r: ([USER, a, r], {}), "other tools"),  # the tools dropped on a later turn
+        (lambda a, r: ([USER, a, {**r, "tool_call_id": "call_forged"}], {"tools": [ADD]}), "never made"),
     ],
 )
 async def test_a_history_or_tools_that_differ_from_the_record_fail_the_session(tool_tok, edit, needle):
