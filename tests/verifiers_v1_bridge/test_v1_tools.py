@@ -3,7 +3,8 @@ called by the null harness's chat loop) through `verifiers_env.py process` in th
 the Hermes tool template over the tiny tokenizer and the scripted policy: the tools rendered into the
 prompt, each sampled call parsed by vLLM's hermes parser into OpenAI tool_calls, v1's tool results
 rendered after the exact ids (masked out), a malformed call answered by the harness's own JSON error,
-rewards by identity; and the one-line refusal where the template cannot carry tools."""
+rewards by identity; and the one-line refusal where the template cannot carry tools or vLLM is
+missing (the matrix venv as built)."""
 
 from __future__ import annotations
 
