@@ -8,9 +8,9 @@ one token-in/token-out sample of the policy (`episodes.sample_tokens`: the Serve
 `tokens_and_logprobs_completion`, i.e. ManagedServer's call; `servers.VLLMTokenServer` on stock vLLM):
 
 * the **first** request of a session renders its messages with the chat template
-  (`ChatTokens.prompt`);
+  (`ChatTokens.prompt`, with the offered tools);
 * every **later** request must repeat the session's recorded conversation exactly (the messages sent
-  so far and the assistant replies this endpoint returned, compared by role and text) and add only
+  so far and the assistant replies this endpoint returned, compared by role, text and tool calls: `plain_message`) and add only
   new user/tool messages; those are rendered alone and appended to the exact previous ids
   (`ChatTokens.env_turn`), never re-tokenising earlier turns. A request whose history differs (an
   edited or dropped turn, a forged assistant message) is refused (HTTP 409) and the session is marked
@@ -21,7 +21,14 @@ one token-in/token-out sample of the policy (`episodes.sample_tokens`: the Serve
 `SessionStore.pop(id)` hands the bridge a session's record (`Session`: messages, segments, turns,
 failure) once its rollout ended; the bridge matches it to the trace by that id (identity). A
 request whose inference fails changes nothing recorded (HTTP 503), so the harness may retry it.
-Requests offering tools are refused (this endpoint does not parse tool calls). `stream: true` is
+Tools (a v1 Toolset's MCP tools, offered by the harness in `tools`): with a tool parser
+(`SessionStore(tool_parser=...)`, `environments.tool_calls`, the classic bridge's parser) the first
+request renders them through the chat template (`tools=`), each sampled text is parsed into OpenAI
+`tool_calls` (ids minted here; finish_reason `tool_calls`; a malformed call becomes one call with the
+raw text as `arguments`, as in the classic path, which the harness answers with its own JSON
+error) and the next request must repeat that assistant message exactly (content and tool calls as
+returned) and add `tool` messages answering those calls' ids, rendered after the exact ids (masked
+out). Every request of a session must offer the same tools. Without a parser, requests offering tools are refused (HTTP 400). `stream: true` is
 answered as server-sent events (one content chunk, then the finish chunk and an optional usage chunk).
 The body's `model` selects the split (`MODEL_EVAL` samples on the eval servers); `temperature`,
 `top_p` and `max_tokens` come from the body (the bridge sends its own generation parameters there
@@ -44,6 +51,7 @@ from fastapi import FastAPI, Header, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from environments.episodes import TurnRecord, sample_tokens
+from environments.tool_calls import ToolCallParser
 from environments.turn_tokens import ChatTokens, Segment
 
 MODEL_TRAIN = "rlvr-policy"
@@ -76,6 +84,7 @@ class Session:
     stop_reason: str = ""
     inference_errors: list[str] = field(default_factory=list)  # failed (retryable) model calls
     split: str = "train"
+    tools: list[dict[str, Any]] | None = None  # the tools every request of the session offers
     lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
 
     @property
@@ -84,14 +93,41 @@ class Session:
 
 
 def plain_message(message: Mapping[str, Any]) -> dict[str, Any]:
-    """A chat message as `{role, content}` with text content (content parts joined); raises
-    `SessionError` for what this endpoint cannot represent exactly (images, tool calls)."""
+    """A chat message as `{role, content}` with text content (content parts joined, None as ""),
+    plus an assistant's `tool_calls` (`{id, type, function: {name, arguments}}` only) and a tool
+    result's `tool_call_id` / `name`: the one form history is compared in. Raises `SessionError` for
+    what this endpoint cannot represent exactly (images)."""
     role = message.get("role")
     if role not in ("system", "user", "assistant", "tool", "developer"):
         raise SessionError(400, f"unsupported message role {role!r}")
+    out: dict[str, Any] = {"role": role, "content": _text(message.get("content"))}
     if message.get("tool_calls"):
-        raise SessionError(400, "messages with tool_calls are not supported (no tool-call parsing)")
-    content = message.get("content")
+        if role != "assistant":
+            raise SessionError(400, f"tool_calls on a {role!r} message")
+        out["tool_calls"] = [_call(c) for c in message["tool_calls"]]
+    if role == "tool":
+        out["tool_call_id"] = str(message.get("tool_call_id") or "")
+        if message.get("name"):
+            out["name"] = str(message["name"])
+    return out
+
+
+def _call(call: Any) -> dict[str, Any]:
+    function = call.get("function") if isinstance(call, Mapping) else None
+    if not isinstance(function, Mapping):
+        raise SessionError(400, f"malformed tool call in history: {str(call)[:80]!r}")
+    arguments = function.get("arguments")
+    return {
+        "id": str(call.get("id") or ""),
+        "type": "function",
+        "function": {
+            "name": str(function.get("name") or ""),
+            "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+        },
+    }
+
+
+def _text(content: Any) -> str:
     if isinstance(content, list):
         texts = []
         for part in content:
@@ -99,19 +135,26 @@ def plain_message(message: Mapping[str, Any]) -> dict[str, Any]:
                 kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
                 raise SessionError(400, f"content part of type {kind!r} is not supported (text only)")
             texts.append(str(part.get("text") or ""))
-        content = "".join(texts)
-    elif content is None:
-        content = ""
-    elif not isinstance(content, str):
+        return "".join(texts)
+    if content is None:
+        return ""
+    if not isinstance(content, str):
         raise SessionError(400, f"message content must be text, got {type(content).__name__}")
-    return {"role": role, "content": content}
+    return content
 
 
 class SessionStore:
     """The sessions of one endpoint, and how a request extends one (see module docstring)."""
 
-    def __init__(self, chat: ChatTokens, server: Any, token_budget: int, request_timeout_s: float = 300.0):
-        self.chat, self.server = chat, server
+    def __init__(
+        self,
+        chat: ChatTokens,
+        server: Any,
+        token_budget: int,
+        request_timeout_s: float = 300.0,
+        tool_parser: ToolCallParser | None = None,
+    ):
+        self.chat, self.server, self.tool_parser = chat, server, tool_parser
         self.token_budget = token_budget
         self.request_timeout_s = request_timeout_s
         self.sessions: dict[str, Session] = {}
@@ -125,9 +168,11 @@ class SessionStore:
         if session.failure is None:
             session.failure, session.stop_reason = reason, stop_reason
 
-    async def complete(self, session_id: str, body: Mapping[str, Any]) -> tuple[str, str, int, int]:
-        """One model call of session `session_id`: (content, finish_reason, prompt_tokens,
-        completion_tokens). Raises `SessionError` (recorded on the session when fatal)."""
+    async def complete(
+        self, session_id: str, body: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], str, int, int]:
+        """One model call of session `session_id`: (the OpenAI assistant message, finish_reason,
+        prompt_tokens, completion_tokens). Raises `SessionError` (recorded on the session when fatal)."""
         self.requests += 1
         session = self.sessions.setdefault(session_id, Session(session_id))
         async with session.lock:
@@ -140,18 +185,18 @@ class SessionStore:
                     self.fail(session, str(exc), "token_budget" if exc.status == 413 else "endpoint_error")
                 raise
 
-    async def _complete(self, session: Session, body: Mapping[str, Any]) -> tuple[str, str, int, int]:
+    async def _complete(
+        self, session: Session, body: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], str, int, int]:
         if session.failure is not None:
             raise SessionError(409, f"session already failed: {session.failure}")
-        if body.get("tools"):
-            names = [t.get("function", {}).get("name") for t in body["tools"] if isinstance(t, Mapping)]
-            raise SessionError(400, f"tools {names} offered: this endpoint does not parse tool calls")
+        tools = self._tools(session, body)
         if int(body.get("n") or 1) != 1:
             raise SessionError(400, "n > 1 is not supported (one sample per request)")
         messages = [plain_message(m) for m in body.get("messages") or []]
         if not messages:
             raise SessionError(400, "no messages")
-        context, pending = self._extend(session, messages)
+        context, pending = self._extend(session, messages, tools)
         left = self.token_budget - len(context)
         if left <= 0:
             raise SessionError(413, f"the context ({len(context)} tokens) fills the token budget")
@@ -168,19 +213,38 @@ class SessionStore:
             raise SessionError(503, f"inference failed: {what}", fatal=False) from exc
         segment = self.chat.assistant(sampled.ids or [], sampled.logprobs or [])
         content = self.chat.content(segment)
+        message = self.tool_parser.parse(content, tools).message() if tools and self.tool_parser else None
+        finish = "tool_calls" if message and message.get("tool_calls") else sampled.finish_reason
         pending()
-        session.split = split
+        session.split, session.tools = split, tools
         session.segments.append(segment)
-        session.messages.append({"role": "assistant", "content": content})
+        session.messages.append(plain_message(message or {"role": "assistant", "content": content}))
         session.sampling.append(sampling)
-        session.turns.append(TurnRecord(content, sampled.finish_reason, segment, [], None, {}))
-        return content, sampled.finish_reason, len(context), len(segment.ids)
+        session.turns.append(TurnRecord(content, finish, segment, [], None, {}))
+        return message or {"role": "assistant", "content": content}, finish, len(context), len(segment.ids)
 
-    def _extend(self, session: Session, messages: list[dict[str, Any]]) -> tuple[list[int], Any]:
+    def _tools(self, session: Session, body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+        """The request's tools (None for none): refused without a tool parser, and on a later turn
+        unless they are the session's own."""
+        tools = [dict(t) for t in body.get("tools") or []] or None
+        if tools and self.tool_parser is None:
+            names = [t.get("function", {}).get("name") for t in tools]
+            raise SessionError(400, f"tools {names} offered: this endpoint does not parse tool calls "
+                                    "(the taskset declares no v1 tools)")  # fmt: skip
+        if session.segments and tools != session.tools:
+            raise SessionError(409, "the request offers other tools than the session's first request")
+        return tools
+
+    def _extend(
+        self, session: Session, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+    ) -> tuple[list[int], Any]:
         """The context ids for `messages` and a commit function that records the new prompt or
         environment turn on the session (called only once the sample succeeded)."""
         if not session.segments:
-            prompt = self.chat.prompt(messages)
+            try:
+                prompt = self.chat.prompt(messages, tools)
+            except Exception as exc:  # noqa: BLE001 - the template refuses the messages
+                raise SessionError(400, f"prompt cannot be tokenised: {type(exc).__name__}: {exc}") from exc
 
             def commit_prompt() -> None:
                 session.messages, session.segments = list(messages), [prompt]
@@ -199,9 +263,15 @@ class SessionStore:
             raise SessionError(409, "the request adds no message after the last assistant turn")
         if any(m["role"] == "assistant" for m in new):
             raise SessionError(409, "the request adds an assistant message the policy never sampled")
-        previous = session.segments[-1]
-        try:
-            env_segment, clean = self.chat.env_turn(previous, new)
+        previous, last = session.segments[-1], known[-1]
+        issued = {c["id"] for c in last.get("tool_calls") or []}
+        stray = [m["tool_call_id"] for m in new if m["role"] == "tool" and m["tool_call_id"] not in issued]
+        if stray:
+            raise SessionError(409, f"tool results for calls the policy never made: {stray[:3]}")
+        try:  # a tool call's results render after the real assistant message (the template needs it)
+            env_segment, clean = self.chat.env_turn(
+                previous, new, assistant_message=last if last.get("tool_calls") else None, tools=tools
+            )
         except Exception as exc:  # noqa: BLE001 - the template refuses the messages
             raise SessionError(400, f"new messages cannot be tokenised: {type(exc).__name__}: {exc}") from exc
 
@@ -240,11 +310,11 @@ class ChatEndpoint:
             try:
                 if not x_session_id:
                     raise SessionError(400, "X-Session-ID header required (the v1 trace id)")
-                content, finish, n_prompt, n_out = await self.store.complete(x_session_id, body)
+                message, finish, n_prompt, n_out = await self.store.complete(x_session_id, body)
             except SessionError as exc:
                 return JSONResponse({"error": {"message": str(exc), "type": "rlvr_session"}}, exc.status)
             usage = {"prompt_tokens": n_prompt, "completion_tokens": n_out, "total_tokens": n_prompt + n_out}
-            reply = completion_body(content, finish, str(body.get("model") or MODEL_TRAIN), usage)
+            reply = completion_body(message, finish, str(body.get("model") or MODEL_TRAIN), usage)
             if not body.get("stream"):
                 return reply
             with_usage = bool((body.get("stream_options") or {}).get("include_usage"))
@@ -268,8 +338,9 @@ class ChatEndpoint:
         self._sock.close()
 
 
-def completion_body(content: str, finish: str, model: str, usage: dict[str, int]) -> dict[str, Any]:
-    message = {"role": "assistant", "content": content}
+def completion_body(
+    message: dict[str, Any], finish: str, model: str, usage: dict[str, int]
+) -> dict[str, Any]:
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
         "object": "chat.completion",
@@ -283,12 +354,12 @@ def completion_body(content: str, finish: str, model: str, usage: dict[str, int]
 async def sse_chunks(reply: dict[str, Any], with_usage: bool) -> AsyncIterator[bytes]:
     base = {k: reply[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
     choice = reply["choices"][0]
+    message = choice["message"]
+    delta: dict[str, Any] = {"role": "assistant", "content": message["content"]}
+    if message.get("tool_calls"):
+        delta["tool_calls"] = [{"index": k, **call} for k, call in enumerate(message["tool_calls"])]
     deltas = [
-        {
-            "index": 0,
-            "delta": {"role": "assistant", "content": choice["message"]["content"]},
-            "finish_reason": None,
-        },
+        {"index": 0, "delta": delta, "finish_reason": None},
         {"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]},
     ]
     for delta in deltas:

@@ -23,8 +23,12 @@ ServerManager and records every turn's exact ids and logprobs per `X-Session-ID`
   budget), a rollout that never called the model, a multi-agent episode (several traces), a reply
   that differs from the recorded tokens or a turn sampled with other parameters than the group's:
   unverified with the reason (never 0), counted in `reward_status/*`, kept out of training groups.
-* **Refused** at load, in one line: tasksets with v1 tools (`Toolset`s; no tool-call parsing yet).
-  A harness that offers tools itself gets each such request refused (unverified, with the reason).
+* **Tools** (a taskset's v1 `Toolset`s): v1 serves them over MCP and the harness program (null: its
+  chat loop) offers them on each model call; the endpoint renders them through the chat template and
+  parses each sampled turn with vLLM's tool parser `--env.tool_parser` (default hermes; the classic
+  bridge's `tool_parser_for`), tool results rendered after the exact ids, masked out. Refused at load,
+  in one line, where the server, parser or chat template cannot carry tools. A taskset without
+  Toolsets gets a harness's own tool offers refused per request (unverified, with the reason).
 * The episodes are `environments.episodes.Episode`s, so the single-turn alignment invariants and the
   multi-turn masked-in/out invariant (`episode_runtime.finish_group`) check every group.
 """
@@ -50,7 +54,9 @@ from environments.base import RubricEnv, RubricEnvConfig
 from environments.episode_runtime import runner_for, token_budget
 from environments.episodes import EnvStep, Episode, EpisodeContext, MultiTurnTask, to_rollout
 from environments.task import Item, Split
+from environments.tool_calls import ToolCallParser, ToolSupportError
 from environments.v1_endpoint import MODEL_EVAL, MODEL_TRAIN, ChatEndpoint, Session, SessionStore
+from environments.verifiers_tools import tool_names, tool_parser_for
 from environments.vf_compat import VerifiersAPIError, require, v1_runner_problem
 from rubrics.core import RewardResult, Rubric, Sample, Status
 
@@ -69,6 +75,10 @@ class VerifiersV1EnvConfig(RubricEnvConfig):
     harness: str = Field(default="null", description="v1 harness id (null = plain chat loop)")
     runtime: str = Field(default="subprocess", description="v1 runtime type of the harness program")
     max_episode_tokens: int | None = Field(default=None, description="Token budget of one episode")
+    tool_parser: str = Field(
+        default="hermes",
+        description="Tasksets with v1 tools: vLLM tool parser of the model's family (hermes, llama3_json, ...)",
+    )
 
 
 def load_v1_env(config: VerifiersV1EnvConfig) -> Any:
@@ -89,16 +99,25 @@ def load_v1_env(config: VerifiersV1EnvConfig) -> Any:
         "taskset": {**args, "id": config.vf_env_name},
         "agent": {"harness": {"id": config.harness}, "runtime": {"type": config.runtime}},
     })  # fmt: skip
-    env = load_environment(env_config)
+    return load_environment(env_config)
+
+
+def toolset_specs(env: Any) -> list[dict[str, Any]]:
+    """OpenAI definitions of the `@vf.tool` methods of the taskset's Toolsets (names and descriptions:
+    what the load-time template check needs; the harness sends the MCP schemas on each call). A
+    Toolset whose tools are not discoverable here (e.g. an external MCP `url`) adds a probe tool."""
     taskset = env.taskset
     task_type = type(taskset).task_type()
-    tools = [*type(taskset).toolsets(taskset.config), *task_type.toolsets(taskset.config.task)]
-    if tools:
-        raise VerifiersV1Error(
-            f"{config.vf_env_name} gives its rollouts v1 tools ({', '.join(type(t).__name__ for t in tools)}): "
-            "the v1 bridge does not parse tool calls yet, and without its tools every rollout would score ~0"
-        )
-    return env
+    toolsets = [*type(taskset).toolsets(taskset.config), *task_type.toolsets(taskset.config.task)]
+    specs = []
+    for toolset in toolsets:
+        found = [fn for name in dir(type(toolset)) if hasattr(fn := getattr(toolset, name, None), "tool")]
+        for fn in found or [None]:
+            name = (getattr(fn, "tool_name", None) or fn.__name__) if fn else f"{type(toolset).__name__}_tool"
+            doc = (fn.__doc__ or "").strip() if fn else ""
+            specs.append({"type": "function",
+                          "function": {"name": name, "description": doc, "parameters": {"type": "object"}}})  # fmt: skip
+    return specs
 
 
 class _UnusedRubric(Rubric):
@@ -189,6 +208,20 @@ class VerifiersV1Env(RubricEnv):
     task: VerifiersV1Task
     config: VerifiersV1EnvConfig
 
+    def __init__(self, config: VerifiersV1EnvConfig, server_configs: Any, **kwargs: Any) -> None:
+        super().__init__(config, server_configs, **kwargs)
+        self.tool_parser: ToolCallParser | None = None
+        tools = toolset_specs(self.task.v1_env)
+        if tools:
+            try:
+                self.tool_parser = tool_parser_for(
+                    config.tool_parser, self.tokenizer, self.token_capable, tools
+                )
+            except ToolSupportError as exc:
+                raise VerifiersV1Error(
+                    f"{config.vf_env_name} gives its rollouts v1 tools {tool_names(tools)}, but {exc}"
+                ) from exc
+
     async def setup(self) -> None:
         if not self.token_capable:
             raise SystemExit(
@@ -200,7 +233,7 @@ class VerifiersV1Env(RubricEnv):
         if getattr(self, "_v1_stack", None) is None:
             os.environ.setdefault(KEY_VAR, "rlvr-loopback")
             self.sessions = SessionStore(runner_for(self).chat, self.server, token_budget(self),
-                                         self.config.request_timeout_s)  # fmt: skip
+                                         self.config.request_timeout_s, self.tool_parser)  # fmt: skip
             self._v1_stack = contextlib.AsyncExitStack()
             self.endpoint = await self._v1_stack.enter_async_context(ChatEndpoint(self.sessions))
             await self._v1_stack.enter_async_context(self.task.v1_env.serving())

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from tests.verifiers_bridge.policies import assistant_runs
+from tests.verifiers_bridge.policies import END, assistant_runs, calc_policy
 
 FEEDBACK = "Not quite, try again."
 
@@ -71,3 +71,32 @@ def mismatches(tok, group: dict, reward) -> list[int]:
         for k, (t, m, s) in enumerate(zip(group["tokens"], group["masks"], group["scores"], strict=True))
         if s != reward(tok, t, m)
     ]
+
+
+class CalcPolicy:
+    """`calc_policy` (the classic tool tests' Hermes-format replies) over v1's one-request-per-turn
+    calls: a rollout's kind (0 tools then right, 1 tools then wrong, 2 a malformed first call, 3 an
+    answer without tools) is fixed by the arrival order of its first request. Calls use the names
+    the prompt offers (v1 qualifies MCP tools by server: `<server>_add`)."""
+
+    def __init__(self) -> None:
+        self.first: Counter[str] = Counter()
+
+    def __call__(self, text: str, index: int) -> str:
+        question = re.findall(r"Compute \(\d+ \+ \d+\) \* \d+", text)[-1]
+        if END in text.split("<|im_start|>assistant\n", 1)[1]:
+            reply = calc_policy(text, 0)  # a later turn: calc_policy reads the kind from the first turn
+        else:
+            self.first[question] += 1
+            reply = calc_policy(text, self.first[question] % 4)
+        for tool in ("add", "multiply"):
+            offered = re.search(rf'"name": "(\w*{tool})"', text)
+            reply = reply.replace(f'"name": "{tool}"', f'"name": "{offered.group(1) if offered else tool}"')
+        return reply
+
+
+def calc_reward(tok, tokens: list[int], masks: list[int]) -> float:
+    text, replies = decoded(tok, tokens, masks)
+    a, b, c = map(int, re.findall(r"Compute \((\d+) \+ (\d+)\) \* (\d+)", text)[0])
+    found = re.fullmatch(r"<answer>(\d+)</answer>", replies[-1].strip())
+    return float(bool(found) and int(found.group(1)) == (a + b) * c)
