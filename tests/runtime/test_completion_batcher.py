@@ -57,12 +57,21 @@ async def test_concurrent_calls_share_one_request_and_each_gets_its_own_samples(
     assert batcher.requests == 2 and batcher.prompts == 11
 
 
-async def test_max_prompts_caps_a_request_and_n_is_kept_per_prompt():
+async def test_max_prompts_caps_a_request():
     server = FakeServer()
     batcher = CompletionBatcher(server.send, max_prompts=4)
     prompts = [[i] for i in range(10)]
-    results = await asyncio.gather(*(batcher.complete(p, {**PARAMS, "n": 3}) for p in prompts))
+    results = await asyncio.gather(*(batcher.complete(p, PARAMS) for p in prompts))
     assert [len(r) for r in server.requests] == [4, 4, 2]
+    assert results == [samples_of(p) for p in prompts]
+
+
+async def test_a_call_for_several_samples_goes_alone():
+    server = FakeServer()
+    batcher = CompletionBatcher(server.send, max_prompts=32)
+    prompts = [[i] for i in range(4)]
+    results = await asyncio.gather(*(batcher.complete(p, {**PARAMS, "n": 3}) for p in prompts))
+    assert [len(r) for r in server.requests] == [1, 1, 1, 1]
     assert results == [samples_of(p, 3) for p in prompts]
 
 
@@ -192,14 +201,14 @@ async def test_token_server_batches_concurrent_calls_into_one_streamed_request(t
         server = VLLMTokenServer(config)
         prompts = [tok.encode(q) for q in questions]
         results = await asyncio.gather(
-            *(server.tokens_and_logprobs_completion(input_ids=p, n=2, max_tokens=16, temperature=1.0)
+            *(server.tokens_and_logprobs_completion(input_ids=p, n=1, max_tokens=16, temperature=1.0)
               for p in prompts)
         )  # fmt: skip
         streamed = [r for r in policy.requests if r.get("stream")]
         assert len(streamed) == 1 and streamed[0]["prompt"] == prompts and len(policy.requests) == 1
     for question, prompt, (echoed, ids, lps, reasons) in zip(questions, prompts, results, strict=True):
-        assert echoed == prompt and len(ids) == len(lps) == len(reasons) == 2
+        assert echoed == prompt and len(ids) == len(lps) == len(reasons) == 1
         answer = question.rsplit("say ", 1)[-1]
-        assert [tok.decode(i, skip_special_tokens=True) for i in ids] == [answer, answer]
+        assert [tok.decode(i, skip_special_tokens=True) for i in ids] == [answer]
         assert all(len(a) == len(b) for a, b in zip(ids, lps, strict=True))
     assert json.dumps(results)  # plain lists, as ManagedServer expects
