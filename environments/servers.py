@@ -37,6 +37,10 @@ from environments.token_completions import (
 )
 
 TOKEN_CAPABLE = ("vllm", "sglang")
+STREAM_INTERVAL = 1 << 20
+"""Tokens per streamed chunk asked of vLLM (its per-request `stream_interval`; a server without it
+ignores the field): a choice streams only its first and last chunk, so a batch pays two chunks per
+choice instead of one per token, and each prompt is still handed over the moment it finishes."""
 
 
 class VLLMTokenServer(VLLMServer):
@@ -109,7 +113,9 @@ class VLLMTokenServer(VLLMServer):
             deliver(0, parse_token_completions(response.json(), prompts, n)[0])
             return
         stream = StreamedChoices(prompts, n, deliver)
-        async with self._client().stream("POST", "/completions", json={**body, "stream": True}) as response:
+        async with self._client().stream(
+            "POST", "/completions", json={**body, "stream": True, "stream_interval": STREAM_INTERVAL}
+        ) as response:
             if response.status_code != 200:
                 text = (await response.aread()).decode(errors="replace")
                 raise InferenceError(f"vLLM /completions returned {response.status_code}: {text[:300]}")

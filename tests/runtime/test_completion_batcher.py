@@ -206,6 +206,7 @@ async def test_token_server_batches_concurrent_calls_into_one_streamed_request(t
         )  # fmt: skip
         streamed = [r for r in policy.requests if r.get("stream")]
         assert len(streamed) == 1 and streamed[0]["prompt"] == prompts and len(policy.requests) == 1
+        assert streamed[0]["stream_interval"] >= 16  # only each choice's first and last chunk
     for question, prompt, (echoed, ids, lps, reasons) in zip(questions, prompts, results, strict=True):
         assert echoed == prompt and len(ids) == len(lps) == len(reasons) == 1
         answer = question.rsplit("say ", 1)[-1]
