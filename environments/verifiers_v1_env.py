@@ -324,8 +324,10 @@ def env_api(name: str) -> str:
     when it has `load_environment`; a `VerifiersV1Error` when this verifiers lacks that API."""
     from environments.vf_compat import detect
 
+    if not name:
+        return "classic"  # e.g. --help: nothing to load (and verifiers stays unimported)
     found = detect()
-    if not name or found.kind == "none":
+    if found.kind == "none":
         return "classic"  # the classic bridge says what is missing
     if found.kind == "classic":
         try:
@@ -357,3 +359,7 @@ def env_api(name: str) -> str:
             f"{found.problem('classic')}"
         )
     return "v1" if found.kind == "v1" else "classic"
+
+
+if __name__ == "__main__":
+    VerifiersV1Env.cli()
