@@ -19,49 +19,46 @@ class InferenceError(RuntimeError):
 
 def parse_token_completions(payload: dict, prompts: list[list[int]], n: int) -> list[Samples]:
     """Validate a vLLM `/v1/completions` body for `prompts` sent with `return_token_ids` and
-    `logprobs=0`: `len(prompts) * n` choices, choice `i * n + j` sampled from `prompts[i]` (checked
-    against the echoed prompt ids). Returns `(ids, logprobs, finish_reasons)` per prompt."""
+    `logprobs=0`: `len(prompts) * n` choices, choice `i * n + j` sampled from `prompts[i]`.
+    Returns `(ids, logprobs, finish_reasons)` per prompt."""
     choices = sorted(payload.get("choices") or [], key=lambda c: c.get("index", 0))
     if len(choices) != len(prompts) * n:
         raise InferenceError(f"asked for {len(prompts)} x n={n} completions, got {len(choices)}")
-    out: list[Samples] = []
-    for i, prompt in enumerate(prompts):
-        ids_list, lps_list, reasons = [], [], []
-        for choice in choices[i * n : (i + 1) * n]:
-            echoed = choice.get("prompt_token_ids")
-            if echoed is not None and list(echoed) != prompt:
-                raise InferenceError("server sampled from a different prompt than the one sent")
-            ids = choice.get("token_ids")
-            logprobs = (choice.get("logprobs") or {}).get("token_logprobs")
-            if ids is None or logprobs is None:
-                raise InferenceError("response lacks token_ids/logprobs: is this a vLLM OpenAI server?")
-            if len(ids) != len(logprobs):
-                raise InferenceError(f"{len(ids)} token ids but {len(logprobs)} logprobs")
-            if any(lp is None for lp in logprobs):
-                raise InferenceError("a sampled token has no logprob")
-            ids_list.append([int(t) for t in ids])
-            lps_list.append([float(lp) for lp in logprobs])
-            reasons.append(choice.get("finish_reason") or "stop")
-        out.append((ids_list, lps_list, reasons))
-    return out
+    return [prompt_samples(choices[i * n : (i + 1) * n], prompt) for i, prompt in enumerate(prompts)]
 
 
-def parse_token_completion(payload: dict, prompt_tokens: list[int], n: int) -> tuple[list, list, list, list]:
-    """One prompt's `parse_token_completions`, as `(prompt_tokens, ids, logprobs, finish_reasons)`."""
-    ((ids, lps, reasons),) = parse_token_completions(payload, [prompt_tokens], n)
-    return prompt_tokens, ids, lps, reasons
+def prompt_samples(choices: list[dict[str, Any]], prompt: list[int]) -> Samples:
+    """One prompt's choices, in order, validated (echoed prompt ids, ids and logprobs present, as
+    many of each, none missing) and returned as `(ids, logprobs, finish_reasons)`."""
+    ids_list, lps_list, reasons = [], [], []
+    for choice in choices:
+        echoed = choice.get("prompt_token_ids")
+        if echoed is not None and list(echoed) != prompt:
+            raise InferenceError("server sampled from a different prompt than the one sent")
+        ids = choice.get("token_ids")
+        logprobs = (choice.get("logprobs") or {}).get("token_logprobs")
+        if ids is None or logprobs is None:
+            raise InferenceError("response lacks token_ids/logprobs: is this a vLLM OpenAI server?")
+        if len(ids) != len(logprobs):
+            raise InferenceError(f"{len(ids)} token ids but {len(logprobs)} logprobs")
+        if any(lp is None for lp in logprobs):
+            raise InferenceError("a sampled token has no logprob")
+        ids_list.append([int(t) for t in ids])
+        lps_list.append([float(lp) for lp in logprobs])
+        reasons.append(choice.get("finish_reason") or "stop")
+    return ids_list, lps_list, reasons
 
 
 class StreamedChoices:
     """Assembles a streamed `/completions` answer for several prompts (vLLM's chunks: a choice
     `index` = prompt * n + sample, `token_ids` and `logprobs.token_logprobs` per chunk, the echoed
     `prompt_token_ids` in a choice's first chunk, `finish_reason` in its last) and delivers each
-    prompt's samples, validated as `parse_token_completions` does, once its `n` choices finished."""
+    prompt's samples, validated by `prompt_samples`, once its `n` choices finished."""
 
     def __init__(self, prompts: list[list[int]], n: int, deliver: Deliver) -> None:
         self.prompts, self.n, self.deliver = prompts, n, deliver
         self.choices: list[dict[str, Any]] = [
-            {"index": i, "token_ids": [], "logprobs": {"token_logprobs": []}, "finish_reason": None}
+            {"token_ids": [], "logprobs": {"token_logprobs": []}, "finish_reason": None}
             for i in range(len(prompts) * n)
         ]
         self.unfinished = [n] * len(prompts)
@@ -88,7 +85,5 @@ class StreamedChoices:
                 prompt = index // self.n
                 self.unfinished[prompt] -= 1
                 if self.unfinished[prompt] == 0:
-                    mine = {"choices": self.choices[prompt * self.n : (prompt + 1) * self.n]}
-                    for offset, c in enumerate(mine["choices"]):
-                        c["index"] = offset
-                    self.deliver(prompt, parse_token_completions(mine, [self.prompts[prompt]], self.n)[0])
+                    mine = self.choices[prompt * self.n : (prompt + 1) * self.n]
+                    self.deliver(prompt, prompt_samples(mine, self.prompts[prompt]))

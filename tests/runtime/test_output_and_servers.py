@@ -14,7 +14,7 @@ from atroposlib.envs.server_handling.vllm_server import VLLMServer
 
 from environments.output import GroupWriter, read_groups, write_html
 from environments.servers import VLLMTokenServer, server_class_for
-from environments.token_completions import InferenceError, parse_token_completion
+from environments.token_completions import InferenceError, parse_token_completions
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,18 +78,16 @@ def payload(ids=(5, 6), lps=(-0.1, -0.2), prompt=(1, 2), n=1):
 
 
 def test_token_completion_parsing_and_validation():
-    p, ids, lps, reasons = parse_token_completion(payload(n=2), [1, 2], 2)
-    assert (
-        p == [1, 2] and ids == [[5, 6], [5, 6]] and lps[0] == [-0.1, -0.2] and reasons == ["length", "length"]
-    )
+    ((ids, lps, reasons),) = parse_token_completions(payload(n=2), [[1, 2]], 2)
+    assert ids == [[5, 6], [5, 6]] and lps[0] == [-0.1, -0.2] and reasons == ["length", "length"]
     with pytest.raises(InferenceError, match="n=3"):
-        parse_token_completion(payload(n=2), [1, 2], 3)
+        parse_token_completions(payload(n=2), [[1, 2]], 3)
     with pytest.raises(InferenceError, match="different prompt"):
-        parse_token_completion(payload(prompt=(9,)), [1, 2], 1)
+        parse_token_completions(payload(prompt=(9,)), [[1, 2]], 1)
     with pytest.raises(InferenceError, match="logprobs"):
-        parse_token_completion(payload(lps=(-0.1,)), [1, 2], 1)
+        parse_token_completions(payload(lps=(-0.1,)), [[1, 2]], 1)
     with pytest.raises(InferenceError, match="token_ids"):
-        parse_token_completion({"choices": [{"index": 0, "text": "hi"}]}, [1, 2], 1)
+        parse_token_completions({"choices": [{"index": 0, "text": "hi"}]}, [[1, 2]], 1)
 
 
 def test_server_class_choice():
