@@ -34,7 +34,17 @@ from environments.turn_tokens import ChatTokens  # noqa: E402
 from rubrics.core import RewardResult, Rubric, Sample  # noqa: E402
 
 GROUPS, N, TURNS, TOKENS = 16, 8, 3, 16
-BATCHINGS = (64, 1)  # --env.max_batch_prompts: the default, and one request per sampling call
+DEFAULT_LINGER_MS = 0.0  # --env.batch_linger_ms's default (see environments/base.py)
+
+
+def variants(linger_ms: list[float]) -> dict[str, dict]:
+    """The runtime settings compared in one run: the defaults first, one request per call last."""
+    out = {f"max_batch_prompts=64, batch_linger_ms={DEFAULT_LINGER_MS:g} (default)": {}}
+    for ms in linger_ms:
+        if ms != DEFAULT_LINGER_MS:
+            out[f"max_batch_prompts=64, batch_linger_ms={ms:g}"] = {"batch_linger_ms": ms}
+    out["max_batch_prompts=1 (a request per call)"] = {"max_batch_prompts": 1}
+    return out
 
 
 class InstantServer:
@@ -151,7 +161,11 @@ def main() -> None:
     parser.add_argument("--url", default=None)
     parser.add_argument("--model", default=str(ROOT / ".cache" / "tiny-model"))
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--linger-ms", type=float, nargs="*", default=[2.0], help="batch_linger_ms values to compare"
+    )
     args = parser.parse_args()
+    settings = variants(args.linger_ms)
     model = build_tiny_model(args.model)
     runtime_ms, floor_ms = asyncio.run(runtime_cost(model))
     print(f"load average before: {Path('/proc/loadavg').read_text().split()[:3]}")
@@ -163,18 +177,18 @@ def main() -> None:
         from tests.integration.multiturn_env import RetryEnv
         from tests.integration.varied_env import VariedEnv
 
-        rates: dict[int, tuple[list[float], list[tuple[float, float]]]] = {b: ([], []) for b in BATCHINGS}
+        rates: dict[str, tuple[list[float], list[tuple[float, float]]]] = {v: ([], []) for v in settings}
         raw = []
         with tempfile.TemporaryDirectory() as tmp:
             asyncio.run(process_rate(VariedEnv, url, str(model), Path(tmp, "warm.jsonl")))  # warm the server
             for r in range(args.repeats):
-                for batch in BATCHINGS:  # alternated in one run
-                    single, multi = rates[batch]
-                    secs, n = asyncio.run(process_rate(VariedEnv, url, str(model), Path(tmp, f"s{r}{batch}.jsonl"),
-                                                       max_batch_prompts=batch))  # fmt: skip
+                for v, (label, extra) in enumerate(settings.items()):  # alternated in one run
+                    single, multi = rates[label]
+                    secs, n = asyncio.run(process_rate(VariedEnv, url, str(model), Path(tmp, f"s{r}{v}.jsonl"),
+                                                       **extra))  # fmt: skip
                     single.append(n / secs)
-                    secs, n = asyncio.run(process_rate(RetryEnv, url, str(model), Path(tmp, f"m{r}{batch}.jsonl"),
-                                                       max_batch_prompts=batch))  # fmt: skip
+                    secs, n = asyncio.run(process_rate(RetryEnv, url, str(model), Path(tmp, f"m{r}{v}.jsonl"),
+                                                       **extra))  # fmt: skip
                     multi.append((n / secs, n / TURNS / secs))
                 raw.append(asyncio.run(raw_client(url, str(model))))
     finally:
@@ -183,14 +197,10 @@ def main() -> None:
     print(
         f"\n2. process on the tiny model ({GROUPS} groups x {N}, {TOKENS} tokens per turn, median of {args.repeats})"
     )
-    for batch in BATCHINGS:
-        single, multi = rates[batch]
+    for label, (single, multi) in rates.items():
         completions = statistics.median(single)
         turns = statistics.median(t for t, _ in multi)
         episodes = statistics.median(e for _, e in multi)
-        label = f"max_batch_prompts={batch}" + (
-            " (default)" if batch == BATCHINGS[0] else " (a request per call)"
-        )
         print(f"   {label}")
         print(
             f"     single-turn completions/s {completions:7.1f}   range {min(single):.1f}-{max(single):.1f}"
@@ -198,13 +208,17 @@ def main() -> None:
         print(
             f"     multi-turn turns/s        {turns:7.1f}   episodes/s {episodes:6.1f}  ({TURNS} turns each)"
         )
-        print(f"     turns/s vs completions/s  {turns / completions:7.2f}   (target >= 0.8)")
-    base_single = statistics.median(rates[BATCHINGS[-1]][0])
-    base_turns = statistics.median(t for t, _ in rates[BATCHINGS[-1]][1])
-    print(
-        f"   batched vs a request per call: completions/s x{statistics.median(rates[BATCHINGS[0]][0]) / base_single:.2f},"
-        f" turns/s x{statistics.median(t for t, _ in rates[BATCHINGS[0]][1]) / base_turns:.2f}"
-    )
+        ratios = " ".join(f"{t / c:.2f}" for (t, _), c in zip(multi, single, strict=True))
+        print(
+            f"     turns/s vs completions/s  {turns / completions:7.2f}   (target >= 0.8; per repeat {ratios})"
+        )
+    *batched, one = rates.values()
+    base_single, base_turns = statistics.median(one[0]), statistics.median(t for t, _ in one[1])
+    for label, (single, multi) in zip(rates, batched, strict=False):
+        print(
+            f"   {label.split(' (')[0]} vs a request per call: completions/s"
+            f" x{statistics.median(single) / base_single:.2f}, turns/s x{statistics.median(t for t, _ in multi) / base_turns:.2f}"
+        )
     batched, single_prompt = statistics.median(b for b, _ in raw), statistics.median(s for _, s in raw)
     print(f"   raw client, n=8 requests    {batched:7.1f} completions/s (the server, no runtime)")
     print(

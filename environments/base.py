@@ -98,6 +98,13 @@ class RubricEnvConfig(BaseEnvConfig):
         description="server_type vllm (stock vLLM): concurrent sampling calls sent as one request of at most "
         "this many token-id prompts (1 = a request per call)",
     )
+    batch_linger_ms: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1000.0,
+        description="server_type vllm (stock vLLM): while earlier requests are in flight, how long a batch of "
+        "one-sample calls waits for more before it is sent (0 = on the event loop's next turn)",
+    )
     seed: int = Field(default=0, description="Shuffling seed of the train items")
     scorer: Literal["local", "ray"] = Field(
         default="local", description="Score here, or on a Ray cluster (one rubric per node; extra [ray])"
@@ -204,6 +211,7 @@ class RubricEnv(RunApiClient, BaseEnv):
         for server in getattr(self.server, "servers", []):
             if isinstance(server, VLLMTokenServer):
                 server.max_batch_prompts = config.max_batch_prompts
+                server.batch_linger_s = config.batch_linger_ms / 1000
         config.data_path_to_save_groups = self.output_path  # BaseEnv opened no writer of its own
         self.task = self.task_cls(config)
         self.rubric: Rubric | None = None

@@ -85,6 +85,79 @@ async def test_calls_that_do_not_overlap_are_sent_alone_and_one_per_request_mode
     assert [len(r) for r in server.requests] == [1] * 6
 
 
+class GatedServer(FakeServer):
+    """A sender whose first request stays in flight until `gate` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+
+    async def send(self, prompts, params, deliver) -> None:
+        if not self.requests:
+            self.requests.append(prompts)
+            await self.gate.wait()
+            deliver(0, samples_of(prompts[0], params["n"]))
+            return
+        await super().send(prompts, params, deliver)
+
+
+async def test_linger_never_delays_a_call_when_nothing_is_in_flight():
+    server = FakeServer()
+    batcher = CompletionBatcher(server.send, max_prompts=8, linger_s=1.0)
+    for p in ([1], [2]):  # each alone: had they waited out the linger, 2 s would not suffice
+        assert await asyncio.wait_for(batcher.complete(p, PARAMS), timeout=1.5) == samples_of(p)
+    assert server.requests == [[[1]], [[2]]]
+
+
+async def test_while_a_request_is_in_flight_calls_from_different_loop_turns_share_one_request():
+    server = GatedServer()
+    batcher = CompletionBatcher(server.send, max_prompts=8, linger_s=1.0)
+    first = asyncio.ensure_future(batcher.complete([0], {**PARAMS, "n": 2}))  # a group's first turn
+    while not server.requests:
+        await asyncio.sleep(0)
+    later = []
+    for i in range(1, 4):  # one call per loop turn, as episodes reach their next turn one by one
+        later.append(asyncio.ensure_future(batcher.complete([i], PARAMS)))
+        await asyncio.sleep(0)
+    assert len(server.requests) == 1  # the later turns linger while the server is busy
+    server.gate.set()  # the request in flight ends: the lingering batch leaves at once
+    results = await asyncio.wait_for(asyncio.gather(*later), timeout=0.9)
+    assert results == [samples_of([i]) for i in range(1, 4)]
+    assert server.requests[1] == [[1], [2], [3]]
+    await first
+
+
+async def test_a_lingering_batch_leaves_after_linger_s_even_if_the_server_stays_busy():
+    server = GatedServer()
+    batcher = CompletionBatcher(server.send, max_prompts=8, linger_s=0.02)
+    first = asyncio.ensure_future(batcher.complete([0], {**PARAMS, "n": 2}))
+    while not server.requests:
+        await asyncio.sleep(0)
+    assert await asyncio.wait_for(batcher.complete([5], PARAMS), timeout=5) == samples_of([5])
+    assert not first.done()  # it was sent while the first request was still in flight
+    server.gate.set()
+    await first
+
+
+async def test_a_full_batch_does_not_wait_for_the_linger():
+    server = GatedServer()
+    batcher = CompletionBatcher(server.send, max_prompts=2, linger_s=1.0)
+    first = asyncio.ensure_future(batcher.complete([0], {**PARAMS, "n": 2}))
+    while not server.requests:
+        await asyncio.sleep(0)
+    results = await asyncio.wait_for(asyncio.gather(*(batcher.complete([i], PARAMS) for i in (1, 2))), 0.9)
+    assert results == [samples_of([1]), samples_of([2])] and not first.done()
+    server.gate.set()
+    await first
+
+
+def test_linger_must_be_a_sane_duration():
+    with pytest.raises(ValueError):
+        CompletionBatcher(FakeServer().send, linger_s=-0.001)
+    with pytest.raises(ValueError):
+        CompletionBatcher(FakeServer().send, linger_s=5.0)
+
+
 async def test_a_bad_prompt_fails_only_its_own_caller():
     server = FakeServer(poison=666)
     batcher = CompletionBatcher(server.send, max_prompts=32)
