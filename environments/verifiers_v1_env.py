@@ -11,7 +11,8 @@ ServerManager and records every turn's exact ids and logprobs per `X-Session-ID`
 
 * **Items**: the taskset's tasks (`list(env.taskset)`; the same tasks in train and eval; an
   infinite taskset needs `--env.train_limit` / `--env.eval_limit`), uid = the task's stable `key`.
-* **Groups**: `group_size` independent v1 episodes of one task (`env.slots(task, n)`, `run_slot`).
+* **Groups**: `group_size` independent v1 episodes of one task (`env.slots(task, n)`, `run_slot`),
+  at most `--env.max_concurrent_rollouts` episodes (harness programs) running at once over all groups.
   A group in which a rollout failed because model calls failed (the policy server, HTTP 503 from the
   endpoint) raises, so the runtime treats it as any inference failure (waits out an outage, retries,
   or drops the group as `error`).
@@ -75,6 +76,12 @@ class VerifiersV1EnvConfig(RubricEnvConfig):
     harness: str = Field(default="null", description="v1 harness id (null = plain chat loop)")
     runtime: str = Field(default="subprocess", description="v1 runtime type of the harness program")
     max_episode_tokens: int | None = Field(default=None, description="Token budget of one episode")
+    max_concurrent_rollouts: int = Field(
+        default=64,
+        ge=1,
+        description="v1 episodes running at once over all groups (each runs a harness program: with runtime "
+        "subprocess, one process per episode)",
+    )
     tool_parser: str = Field(
         default="hermes",
         description="Tasksets with v1 tools: vLLM tool parser of the model's family (hermes, llama3_json, ...)",
@@ -234,6 +241,7 @@ class VerifiersV1Env(RubricEnv):
             os.environ.setdefault(KEY_VAR, "rlvr-loopback")
             self.sessions = SessionStore(runner_for(self).chat, self.server, token_budget(self),
                                          self.config.request_timeout_s, self.tool_parser)  # fmt: skip
+            self.rollout_slots = asyncio.Semaphore(self.config.max_concurrent_rollouts)
             self._v1_stack = contextlib.AsyncExitStack()
             self.endpoint = await self._v1_stack.enter_async_context(ChatEndpoint(self.sessions))
             await self._v1_stack.enter_async_context(self.task.v1_env.serving())
@@ -267,9 +275,10 @@ class VerifiersV1Env(RubricEnv):
         watch = "on_trace" in inspect.signature(env.run_slot).parameters  # 0.4: every minted trace
 
         async def one(k: int, slot: Any) -> Any:
-            if not watch:  # 0.3.1: only the final traces are known (a retried trace's session stays)
-                return await env.run_slot(slot, ctx)
-            return await env.run_slot(slot, ctx, on_trace=lambda trace: minted[k].append(trace.id))
+            async with self.rollout_slots:
+                if not watch:  # 0.3.1: only the final traces are known (a retried trace's session stays)
+                    return await env.run_slot(slot, ctx)
+                return await env.run_slot(slot, ctx, on_trace=lambda trace: minted[k].append(trace.id))
 
         v1_episodes = await asyncio.gather(*(one(k, s) for k, s in enumerate(env.slots(task, n))))
         chat = runner_for(self).chat

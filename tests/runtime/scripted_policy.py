@@ -8,7 +8,7 @@ test writes as a function of the conversation the policy sees.
 tokenised with the real tokenizer, the end-of-turn id appended, cut at `max_tokens` with
 `finish_reason: length`); `/v1/chat/completions` serves text-only clients. Every request waits a
 random latency and the `n` choices come back in shuffled order (their `index` says which is which),
-so tests see responses in random order.
+so tests see responses in random order. `peak_in_flight` is the most prompts it held at once.
 
 `answer(prompt_text, choice_index) -> str` decides what the policy says; `prompt_text` is the decoded
 context (special tokens kept), i.e. exactly what a real model would condition on.
@@ -17,12 +17,13 @@ context (special tokens kept), i.e. exactly what a real model would condition on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import uvicorn
@@ -46,6 +47,7 @@ class ScriptedPolicy:
         self.rng = random.Random(seed)
         self.eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
         self.requests: list[dict[str, Any]] = []
+        self.in_flight = self.peak_in_flight = 0  # prompts received and not yet answered
         self.fail_when: Callable[[str], bool] | None = None  # answer HTTP 500 to matching contexts
         self.holds: list[list[Any]] = []  # [held, until, event]: see hold()
         sock = socket.socket()
@@ -80,8 +82,9 @@ class ScriptedPolicy:
                 return StreamingResponse(
                     self._stream(texts, prompts, n, max_tokens), media_type="text/event-stream"
                 )
-            await asyncio.sleep(self.rng.uniform(*self.latency_s))
-            await asyncio.gather(*(self._gate(text) for text in texts))
+            with self._serving(len(prompts)):
+                await asyncio.sleep(self.rng.uniform(*self.latency_s))
+                await asyncio.gather(*(self._gate(text) for text in texts))
             choices = [
                 dict(self._choice(text, j, ids, max_tokens), index=i * n + j)
                 for i, (text, ids) in enumerate(zip(texts, prompts, strict=True))
@@ -131,14 +134,25 @@ class ScriptedPolicy:
             if held(text):
                 await event.wait()
 
+    @contextlib.contextmanager
+    def _serving(self, prompts: int) -> Iterator[None]:
+        """Counts `prompts` as in flight (and the peak) while the block runs."""
+        self.in_flight += prompts
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            yield
+        finally:
+            self.in_flight -= prompts
+
     async def _stream(self, texts: list[str], prompts: list[list[int]], n: int, max_tokens: int) -> Any:
         """vLLM's streamed shape: each prompt answers on its own (its own latency and gate), each of
         its choices in two chunks (the echoed prompt ids in the first, the finish reason in the last)."""
         queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
 
         async def answer(i: int) -> None:
-            await asyncio.sleep(self.rng.uniform(*self.latency_s))
-            await self._gate(texts[i])
+            with self._serving(1):
+                await asyncio.sleep(self.rng.uniform(*self.latency_s))
+                await self._gate(texts[i])
             choices = [
                 dict(self._choice(texts[i], j, prompts[i], max_tokens), index=i * n + j) for j in range(n)
             ]
