@@ -21,6 +21,8 @@ one token-in/token-out sample of the policy (`episodes.sample_tokens`: the Serve
 `SessionStore.pop(id)` hands the bridge a session's record (`Session`: messages, segments, turns,
 failure) once its rollout ended; the bridge matches it to the trace by that id (identity). A
 request whose inference fails changes nothing recorded (HTTP 503), so the harness may retry it.
+A session no request has touched for `idle_ttl_s` (default max(600 s, 4 x the request timeout)) is
+dropped and counted in `evicted`: what bounds the store when a retried trace is never popped.
 Tools (a v1 Toolset's MCP tools, offered by the harness in `tools`): with a tool parser
 (`SessionStore(tool_parser=...)`, `environments.tool_calls`, the classic bridge's parser) the first
 request renders them through the chat template (`tools=`), each sampled text is parsed into OpenAI
@@ -39,10 +41,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -53,6 +56,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from environments.episodes import TurnRecord, sample_tokens
 from environments.tool_calls import ToolCallParser
 from environments.turn_tokens import ChatTokens, Segment
+
+log = logging.getLogger(__name__)
 
 MODEL_TRAIN = "rlvr-policy"
 MODEL_EVAL = "rlvr-policy-eval"
@@ -86,6 +91,7 @@ class Session:
     split: str = "train"
     tools: list[dict[str, Any]] | None = None  # the tools every request of the session offers
     lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+    last_used: float = 0.0  # the store's clock at its latest request
 
     @property
     def tokens(self) -> list[int]:
@@ -153,16 +159,37 @@ class SessionStore:
         token_budget: int,
         request_timeout_s: float = 300.0,
         tool_parser: ToolCallParser | None = None,
+        idle_ttl_s: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ):
         self.chat, self.server, self.tool_parser = chat, server, tool_parser
         self.token_budget = token_budget
         self.request_timeout_s = request_timeout_s
         self.sessions: dict[str, Session] = {}
         self.requests = 0
+        # a session nobody asked for in this long is dropped (a retried trace the bridge was never told
+        # of, verifiers 0.3.1): far longer than any model call, so a live rollout never loses its record
+        self.idle_ttl_s = idle_ttl_s if idle_ttl_s is not None else max(600.0, 4 * request_timeout_s)
+        self.clock = clock
+        self.evicted = 0
+        self._next_sweep = clock() + self.idle_ttl_s / 4
 
     def pop(self, session_id: str) -> Session | None:
         """The finished session's record (None when the rollout never called the model)."""
         return self.sessions.pop(session_id, None)
+
+    def _evict_idle(self, now: float) -> None:
+        """Drop the sessions idle for over `idle_ttl_s` (never one with a call in progress)."""
+        stale = [
+            k for k, s in self.sessions.items() if now - s.last_used > self.idle_ttl_s and not s.lock.locked()
+        ]
+        for key in stale:
+            del self.sessions[key]
+        if stale:
+            self.evicted += len(stale)
+            log.warning("v1 endpoint: dropped %d session(s) idle for over %.0f s (%d so far)",
+                        len(stale), self.idle_ttl_s, self.evicted)  # fmt: skip
+        self._next_sweep = now + self.idle_ttl_s / 4
 
     def fail(self, session: Session, reason: str, stop_reason: str = "endpoint_error") -> None:
         if session.failure is None:
@@ -174,7 +201,11 @@ class SessionStore:
         """One model call of session `session_id`: (the OpenAI assistant message, finish_reason,
         prompt_tokens, completion_tokens). Raises `SessionError` (recorded on the session when fatal)."""
         self.requests += 1
+        now = self.clock()
+        if now >= self._next_sweep:
+            self._evict_idle(now)
         session = self.sessions.setdefault(session_id, Session(session_id))
+        session.last_used = now
         async with session.lock:
             try:
                 return await self._complete(session, body)

@@ -36,11 +36,13 @@ def answer(text: str, index: int) -> str:
 
 
 class Rig:
-    def __init__(self, tok, policy: ScriptedPolicy, budget: int = 1000) -> None:
+    def __init__(self, tok, policy: ScriptedPolicy, budget: int = 1000, **store) -> None:
         config = APIServerConfig(server_type="vllm", model_name="scripted", base_url=policy.base_url, api_key="x",
                                  tokenizer_name=tok.name_or_path, timeout=30, health_check=False)  # fmt: skip
         self.chat = ChatTokens(tok)
-        self.store = SessionStore(self.chat, ServerManager([config], server_class=VLLMTokenServer), budget)
+        self.store = SessionStore(
+            self.chat, ServerManager([config], server_class=VLLMTokenServer), budget, **store
+        )
         self.endpoint = ChatEndpoint(self.store)
 
     def client(self, session: str | None) -> openai.AsyncOpenAI:
@@ -82,6 +84,19 @@ async def test_a_session_extends_its_exact_ids_with_only_the_new_messages(tok):
     assert s1.messages[2]["content"] == "Not quite <|im_end|>."  # the record keeps what was sent
     assert [t["temperature"] for t in s1.sampling] == [0.7, 0.7] and s2.sampling[0]["max_tokens"] == 30
     assert len(s2.segments) == 2 and s2.turns[0].env is None
+
+
+async def test_sessions_left_idle_past_the_ttl_are_evicted_and_live_ones_kept(tok):
+    now = [0.0]
+    with ScriptedPolicy(tok, answer, latency_s=(0.0, 0.0)) as policy:
+        rig = Rig(tok, policy, idle_ttl_s=100.0, clock=lambda: now[0])
+        async with rig.endpoint:
+            await rig.ask("retried", [USER], max_tokens=5)  # a trace the bridge never pops
+            now[0] = 80.0
+            await rig.ask("live", [USER], max_tokens=5)
+            now[0] = 150.0  # "retried" idle 150 s, "live" 70 s
+            await rig.ask("new", [USER], max_tokens=5)
+    assert sorted(rig.store.sessions) == ["live", "new"] and rig.store.evicted == 1
 
 
 @pytest.mark.parametrize(
