@@ -395,6 +395,6 @@ class VerifiersEnv(RubricEnv):
 
 
 if __name__ == "__main__":
-    from environments.verifiers_v1_env import bridge_for  # a v1 Taskset id runs in its own v1 Env
+    from environments.vf_dispatch import bridge_for  # a v1 Taskset id runs in its own v1 Env
 
     bridge_for(VerifiersEnv).cli()

@@ -1,7 +1,7 @@
 """A verifiers **v1** Taskset in Atropos (verifiers 0.3.1 .. 0.4.x): `python environments/verifiers_env.py
 serve|process|evaluate --env.vf_env_name <taskset id> --env.env_args '<json taskset config>'`.
 
-`verifiers_env.py` dispatches here when the id names a v1 Taskset (`bridge_for`; the classic bridge
+`verifiers_env.py` dispatches here when the id names a v1 Taskset (`vf_dispatch.bridge_for`; the classic bridge
 stays in verifiers_env.py). The taskset runs through its own v1 `Env` and harness loop, in process:
 the env is loaded as `vf-eval` loads it (`--env.taskset.id <id>`, the taskset's own `Env` subclass if
 its package exports one), with harness `null` (plain chat loop) and runtime `subprocess` by default
@@ -38,14 +38,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import inspect
 import itertools
 import json
 import logging
 import math
 import os
-import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -59,13 +57,10 @@ from environments.tool_calls import ToolCallParser, ToolSupportError
 from environments.v1_endpoint import MODEL_EVAL, MODEL_TRAIN, ChatEndpoint, Session, SessionStore
 from environments.verifiers_tools import tool_names, tool_parser_for
 from environments.vf_compat import VerifiersAPIError, require, v1_runner_problem
+from environments.vf_dispatch import VerifiersV1Error
 from rubrics.core import RewardResult, Rubric, Sample, Status
 
 KEY_VAR = "RLVR_V1_ENDPOINT_KEY"
-
-
-class VerifiersV1Error(ValueError):
-    """The v1 Taskset cannot run through this bridge (the message says why)."""
 
 
 class VerifiersV1EnvConfig(RubricEnvConfig):
@@ -313,61 +308,6 @@ class VerifiersV1Env(RubricEnv):
         ep = Episode(item, session.messages, session.segments, id=trace.id, turns=session.turns,
                      stop_reason=stop, result=result)  # fmt: skip
         return ep, result
-
-
-def bridge_for(classic_env: type, argv: list[str] | None = None) -> type:
-    """The bridge class for the id on the command line: `VerifiersV1Env` for a v1 Taskset, else the
-    classic `classic_env`; exits with one line when the id's API is missing from this verifiers."""
-    argv = sys.argv[1:] if argv is None else argv
-    name = next((a.split("=", 1)[1] if "=" in a else (argv[i + 1] if i + 1 < len(argv) else "")
-                 for i, a in enumerate(argv) if a.startswith("--env.vf_env_name")), "")  # fmt: skip
-    try:
-        api = env_api(name)
-    except VerifiersV1Error as exc:
-        raise SystemExit(f"verifiers bridge: error: {exc}") from None
-    return VerifiersV1Env if api == "v1" else classic_env
-
-
-def env_api(name: str) -> str:
-    """ "v1" when `name` is a v1 Taskset module (exports a Taskset subclass in `__all__`), "classic"
-    when it has `load_environment`; a `VerifiersV1Error` when this verifiers lacks that API."""
-    from environments.vf_compat import detect
-
-    if not name:
-        return "classic"  # e.g. --help: nothing to load (and verifiers stays unimported)
-    found = detect()
-    if found.kind == "none":
-        return "classic"  # the classic bridge says what is missing
-    if found.kind == "classic":
-        try:
-            importlib.import_module(name.rsplit("/", 1)[-1].split("@", 1)[0].replace("-", "_"))
-        except ModuleNotFoundError as exc:
-            if (exc.name or "").startswith("verifiers.v1"):
-                raise VerifiersV1Error(
-                    f"{name} is a verifiers v1 Taskset (it imports verifiers.v1): {found.problem('v1')}"
-                ) from None
-        return "classic"
-    from verifiers.v1.utils.loaders import import_taskset
-
-    try:
-        module = import_taskset(name)
-    except ModuleNotFoundError:
-        try:  # a dotted module path: v1 cannot load it, a classic `load_environment` id can be one
-            module = importlib.import_module(name)
-        except ImportError:
-            return "v1" if found.kind == "v1" else "classic"  # the loader's own message follows
-    import verifiers.v1 as vf
-
-    exported = [getattr(module, n, None) for n in getattr(module, "__all__", None) or []]
-    if any(isinstance(c, type) and issubclass(c, vf.Taskset) for c in exported):
-        return "v1"
-    if found.kind == "v1" and hasattr(module, "load_environment"):
-        raise VerifiersV1Error(
-            f"{name} is a classic Verifiers environment (load_environment, no v1 Taskset in __all__), "
-            f"but verifiers {found.version} has only the v1 API: "
-            f"{found.problem('classic')}"
-        )
-    return "v1" if found.kind == "v1" else "classic"
 
 
 if __name__ == "__main__":

@@ -49,6 +49,13 @@ def test_help_imports_nothing_heavy(script: Path):
     assert report["kinds"] == {"wandb": "_StandIn", "transformers": "_StandIn"}
 
 
+def test_the_verifiers_bridge_help_loads_neither_verifiers_nor_the_v1_endpoint():
+    script = ROOT / "environments" / "verifiers_env.py"
+    proc = _python(_REPORT % (("verifiers", "environments.v1_endpoint"), str(script), str(script)))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.rsplit("REPORT", 1)[1])["heavy"] == []
+
+
 def test_stand_ins_turn_into_the_real_packages():
     code = """
 import importlib.util, sys, types

@@ -10,8 +10,9 @@ import sys
 import pytest
 
 from environments.verifiers_env import VerifiersEnv
-from environments.verifiers_v1_env import VerifiersV1Env, bridge_for
+from environments.verifiers_v1_env import VerifiersV1Env
 from environments.vf_compat import detect
+from environments.vf_dispatch import bridge_for
 from tests.verifiers_v1_bridge.test_v1_bridge import BRIDGE, FIXTURES, ROOT, v1_venv  # noqa: F401
 
 
