@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import sys
 import tempfile
@@ -34,14 +35,21 @@ from environments.turn_tokens import ChatTokens  # noqa: E402
 from rubrics.core import RewardResult, Rubric, Sample  # noqa: E402
 
 GROUPS, N, TURNS, TOKENS = 16, 8, 3, 16
-DEFAULT_LINGER_MS = 0.0  # --env.batch_linger_ms's default (see environments/base.py)
+
+
+def default_linger_ms() -> float:
+    """--env.batch_linger_ms's default (the config's own)."""
+    from environments.base import RubricEnvConfig
+
+    return RubricEnvConfig.model_fields["batch_linger_ms"].default
 
 
 def variants(linger_ms: list[float]) -> dict[str, dict]:
     """The runtime settings compared in one run: the defaults first, one request per call last."""
-    out = {f"max_batch_prompts=64, batch_linger_ms={DEFAULT_LINGER_MS:g} (default)": {}}
+    default = default_linger_ms()
+    out = {f"max_batch_prompts=64, batch_linger_ms={default:g} (default)": {}}
     for ms in linger_ms:
-        if ms != DEFAULT_LINGER_MS:
+        if ms != default:
             out[f"max_batch_prompts=64, batch_linger_ms={ms:g}"] = {"batch_linger_ms": ms}
     out["max_batch_prompts=1 (a request per call)"] = {"max_batch_prompts": 1}
     return out
@@ -117,8 +125,12 @@ async def runtime_cost(model: Path) -> tuple[float, float]:
     return runtime_ms, floor_ms
 
 
+REQUEST_SIZES: dict[str, list[float]] = {}  # per setting: multi-turn prompts per /completions request
+
+
 async def process_rate(env_cls, url: str, model: str, out: Path, **extra) -> tuple[float, int]:
-    """(seconds of run_process's loop, assistant turns sampled) for one env on the server."""
+    """(seconds of run_process's loop, assistant turns sampled) for one env on the server; records the
+    multi-turn runs' prompts per request in REQUEST_SIZES."""
     from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 
     from environments.modes import run_process
@@ -133,6 +145,11 @@ async def process_rate(env_cls, url: str, model: str, out: Path, **extra) -> tup
     if summary["groups_new"] != GROUPS:
         raise SystemExit(f"{env_cls.name}: {summary}")
     runner = getattr(env, "_episode_runner", None)
+    if runner:
+        batcher = env.server.servers[0].batcher
+        REQUEST_SIZES.setdefault(json.dumps(extra, sort_keys=True), []).append(
+            batcher.prompts / batcher.requests
+        )
     return summary["seconds"], runner.turns_taken if runner else GROUPS * N
 
 
