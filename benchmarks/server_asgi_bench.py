@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 r"""In-process CPU per `/score` request: our app vs the naive inline server, no sockets, no uvicorn.
 
-    python benchmarks/server_asgi_bench.py [--requests 3000] [--concurrency 64] [--rounds 5] [--base DIR]
+    python benchmarks/server_asgi_bench.py [--requests 3000] [--concurrency 64] [--rounds 5]
+                                           [--checker math|exact] [--base DIR]
 
 Each app runs in its own fresh process (the naive one is `server_bench.NAIVE`, ours is
 `rubrics.server_cli.app_from_env` with the command's defaults for `--rubric math`) and is driven
@@ -11,7 +12,9 @@ the CPU microseconds per request of the app's process (event loop + threads; the
 the same for both) and of its CAS workers, and the wall time. This is the part of
 `server_bench.py`'s "server" column that the HTTP server (uvicorn) does not add, and is far less
 noisy on a shared machine than the socket benchmark; ratios are against the naive app of the
-same round, and their medians over the rounds are printed last. `--base DIR` adds the app of
+same round, and their medians over the rounds are printed last. `--checker exact` swaps the math
+checker for an exact string match in both apps (ours: `ExactMatchRubric`), leaving the cost of the
+servers themselves (HTTP framework, parsing, bookkeeping, response). `--base DIR` adds the app of
 another checkout (e.g. `git worktree add /tmp/base main`), measured the same way, for before/after.
 """
 
@@ -93,15 +96,25 @@ async def drive(app, bodies: list[bytes], concurrency: int) -> float:
     return time.perf_counter() - t0
 
 
-def child(kind: str, n: int, concurrency: int) -> None:
+def _exact(completion: str, answer: str) -> object:
+    from rubrics.math import Verdict
+
+    ok = completion.strip() == answer.strip()
+    return Verdict(ok, "match_string" if ok else "mismatch")
+
+
+def child(kind: str, checker: str, n: int, concurrency: int) -> None:
     from benchmarks.server_bench import NAIVE, bodies, cpu_s
 
     if kind == "naive":
         ns: dict = {}
         exec(compile(NAIVE, "naive_server", "exec"), ns)
         app = ns["app"]
+        if checker == "exact":
+            ns["verify"] = _exact  # the route's checker, looked up when called
     else:
-        os.environ["RLVR_REWARD_RUBRICS"] = "math"
+        spec = "math" if checker == "math" else "math=rubrics.core:ExactMatchRubric"
+        os.environ["RLVR_REWARD_RUBRICS"] = spec
         os.environ["RLVR_REWARD_OPTIONS"] = json.dumps({"math_workers": 2})
         os.environ["RLVR_REWARD_CONFIG"] = json.dumps({"rubric_inflight": {"math": 12}})
         from rubrics.server_cli import app_from_env
@@ -115,7 +128,7 @@ def child(kind: str, n: int, concurrency: int) -> None:
             lifespan = await _lifespan(app)
             while not app.state.readiness["ready"]:
                 await asyncio.sleep(0.05)
-        else:
+        elif checker == "math":
             from rubrics.math import verify
 
             verify("\\boxed{x+1}", "1+x")  # start the CAS pool, as its /readyz does
@@ -123,20 +136,9 @@ def child(kind: str, n: int, concurrency: int) -> None:
         cpu0, cas0 = cpu_s(os.getpid())
         wall = await drive(app, work[:n], concurrency)
         cpu1, cas1 = cpu_s(os.getpid())
-        if kind == "naive":
-            from rubrics.math import default_pool
-
-            jobs = default_pool().stats["jobs"]
-        else:
-            jobs = app.state.scorer.rubrics["math"].pool.stats["jobs"]
         if lifespan is not None:
             await lifespan[0].put({"type": "lifespan.shutdown"})
-        return {
-            "app_us": 1e6 * (cpu1 - cpu0) / n,
-            "cas_us": 1e6 * (cas1 - cas0) / n,
-            "wall": wall,
-            "jobs": jobs,
-        }
+        return {"app_us": 1e6 * (cpu1 - cpu0) / n, "cas_us": 1e6 * (cas1 - cas0) / n, "wall": wall}
 
     print(json.dumps(asyncio.run(main())))
     os._exit(0)  # the naive app's process-wide pool has no shutdown hook
@@ -148,16 +150,18 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--base", help="another checkout of the project: its app too, as 'base'")
+    ap.add_argument("--checker", choices=["math", "exact"], default="math", help="exact: server cost only")
     ap.add_argument("--child", choices=["naive", "ours"])
     args = ap.parse_args()
     if args.child:
-        child(args.child, args.requests, args.concurrency)
+        child(args.child, args.checker, args.requests, args.concurrency)
         return
     apps = {"naive": ("naive", ROOT), "ours": ("ours", ROOT)}
     if args.base:
         apps["base"] = ("ours", pathlib.Path(args.base).resolve())
     print(
-        f"{args.requests} requests per app and round, concurrency {args.concurrency}, cpus {os.cpu_count()}"
+        f"{args.requests} requests per app and round, concurrency {args.concurrency}, "
+        f"checker {args.checker}, cpus {os.cpu_count()}"
     )
     print(f"{'round':>5} {'app':<6} {'app us/req':>10} {'CAS us/req':>10} {'req/s':>7} {'x app us':>8}  load")
     ratios: dict[str, list[float]] = {name: [] for name in apps}
@@ -172,7 +176,7 @@ def main() -> None:
                 "RLVR_BENCH_ROOT": str(root),
             }
             cmd = [sys.executable, __file__, "--child", kind, "--requests", str(args.requests)]
-            cmd += ["--concurrency", str(args.concurrency)]
+            cmd += ["--concurrency", str(args.concurrency), "--checker", args.checker]
             out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
             rows[name] = json.loads(out.strip().splitlines()[-1])
         load1 = open("/proc/loadavg").read().split()[0]

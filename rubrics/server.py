@@ -29,6 +29,8 @@ Guarantees:
   Unverified results are never cached.
 * Bad input is a 4xx with a reason, never a 500: JSON with lone surrogates (`"\\ud800"`) is accepted,
   the surrogates replaced by U+FFFD; responses are ASCII-escaped JSON. Unknown rubrics are 404.
+* `/score` and `/score_batch` skip FastAPI's per-request machinery (`RewardApp`: same handlers,
+  same answers and errors, FastAPI's routes and docs kept for everything else).
 The server binds wherever uvicorn is told to; run it on 127.0.0.1.
 """
 
