@@ -4,6 +4,8 @@ Cheapest first: normalised string → exact rationals → structured comparison 
 CAS worker pool under a hard deadline. Reasons: match_string, match_exact, match_structured,
 match_cas, mismatch, no_answer, parse_error, too_complex, timeout (and error for a broken gold or
 a dead worker). Deterministic: the same inputs give the same verdict in any thread or process.
+`verify_steps` is the same check as a generator that yields its CAS jobs (for an event loop), and
+`Gold` / `prepare_gold` the gold side of a check, which a caller may keep and reuse.
 """
 
 from __future__ import annotations
