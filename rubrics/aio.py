@@ -84,11 +84,15 @@ class Limiter:
         self._wake()
 
     def _wake(self) -> None:
+        here = running_loop()
         with self._lock:
             while self._waiters and self._waiters[0][2] <= self._free:
                 loop, waiter, n = self._waiters.popleft()
-                try:
-                    loop.call_soon_threadsafe(self._grant, waiter, n)  # the units move to the waiter
+                try:  # the units move to the waiter (on its own loop: no self-pipe write, no syscall)
+                    if loop is here:
+                        loop.call_soon(self._grant, waiter, n)
+                    else:
+                        loop.call_soon_threadsafe(self._grant, waiter, n)
                 except RuntimeError:  # its loop is closed: that waiter is gone
                     continue
                 self._free -= n
@@ -111,6 +115,14 @@ class Limiter:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["capacity"])  # type: ignore[misc]
+
+
+def running_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop running in this thread, else None."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 # --- the persistent reward loop for synchronous callers ------------------------------------------

@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 # seconds; dense where a CPU verifier answers (ms) and out to the default 300 s deadline
@@ -33,6 +35,15 @@ class ServerMetrics:
         self.inflight = Gauge("rlvr_reward_inflight", "Items being scored", registry=r)
         self.queued = Gauge("rlvr_reward_queued", "Items waiting for a scoring slot", registry=r)
         self.rejected = Counter("rlvr_reward_rejected", "Requests refused with 429", registry=r)
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+
+    def of(self, metric: Any, *labels: str) -> Any:
+        """`metric.labels(*labels)`, kept (the lookup costs more than the increment it serves)."""
+        key = (id(metric), labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     def text(self) -> bytes:
         return generate_latest(self.registry)

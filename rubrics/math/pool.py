@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from rubrics.aio import running_loop
+
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _BOOT = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
@@ -185,7 +187,7 @@ class CasPool:
                 self._idle.append(worker)
                 self._cond.notify()
                 return
-        if _running_loop() is job.loop:
+        if running_loop() is job.loop:
             self._start(worker, job)  # at once: the worker never waits for a loop iteration
             return
         try:
@@ -383,13 +385,6 @@ class CasPool:
 def _settle(job: _Job, outcome: Outcome) -> None:
     if not job.future.done():
         job.future.set_result(outcome)
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
 
 
 _default: CasPool | None = None

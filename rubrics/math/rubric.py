@@ -7,11 +7,14 @@
   `components["format"]`; the score is `correct + format_weight · format` for verified results.
 * Small checks (texts up to `INLINE_CHARS`) run on the event loop: the cheap, CAS-free part inline
   (a few hundred microseconds at most, less than a thread hand-off and its GIL contention), and a
-  check that needs the CAS awaits its job with `CasPool.arun` (no thread): the check is replayed
-  with the CAS answers it has so far until it completes (the same verdict as the blocking check,
-  whose parse it repeats once per CAS request). Longer texts run the blocking check in a worker
-  thread (`asyncio.to_thread`). The loop never blocks on the CAS; `aclose()` stops the pool this
-  rubric created.
+  check that needs the CAS awaits its job with `CasPool.arun` (no thread): the check is the
+  generator `verify_steps`, which yields its CAS jobs and resumes with their answers (the same
+  verdict as the blocking check, nothing parsed twice). Longer texts run the blocking check in a
+  worker thread (`asyncio.to_thread`). The loop never blocks on the CAS; `aclose()` stops the pool
+  this rubric created.
+* The gold side of inline checks (its answers, normalised forms and parse: `verifier.Gold`) is
+  kept in a bounded LRU per rubric (`GOLD_CACHE` golds), so the samples of a group, which share
+  their gold, parse it once. Completions are parsed for every check; verdicts are never kept here.
 * `sample.answer` may be one gold or a list of accepted golds (any match counts);
   `sample.info["math_policy"]` (a dict of `MathPolicy` fields) overrides the policy per item.
 """
@@ -19,53 +22,40 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
-import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import replace
 
 from rubrics.core import RewardResult, Rubric, Sample, Status
 from rubrics.math.policy import DEFAULT_POLICY, MathPolicy
 from rubrics.math.pool import CasPool, Outcome
-from rubrics.math.verifier import Verdict, verify
+from rubrics.math.verifier import CasJob, Verdict, prepare_gold, verify, verify_steps
 
 _BOXED_RULES = {"boxed", "letter"}
 INLINE_CHARS = 2_000
-
-
-class _NeedsPool(Exception):
-    """Raised by `_Replay`: the check needs a CAS answer it does not have yet (`args`: the job and
-    its timeout)."""
-
-
-class _Replay:
-    """Stands in for the CAS pool during an inline check: answers the check's CAS requests, in
-    order, with the outcomes gathered so far, and aborts it at the first one it has no answer for."""
-
-    def __init__(self, outcomes: Sequence[Outcome] = ()) -> None:
-        self.outcomes, self.calls = outcomes, 0
-
-    def run(self, payload: object, timeout: float) -> Outcome:
-        self.calls += 1
-        if self.calls > len(self.outcomes):
-            raise _NeedsPool(payload, timeout)
-        return self.outcomes[self.calls - 1]
+GOLD_CACHE = 1024  # prepared golds kept per rubric (LRU), each of at most INLINE_CHARS characters
 
 
 async def averify(response: str, gold: str, policy: MathPolicy, pool: CasPool) -> Verdict:
-    """`verify` on the event loop: the CAS jobs go through `pool.arun` (see module docstring); the
-    CAS requests of one check share one deadline, from the first, as in `verify`."""
-    outcomes: list[Outcome] = []
-    deadline = None
-    while True:
-        try:
-            return verify(response, gold, policy, _Replay(outcomes))  # type: ignore[arg-type]
-        except _NeedsPool as need:
-            payload, timeout = need.args
-            now = time.monotonic()
-            deadline = now + timeout if deadline is None else deadline
-            outcomes.append(await pool.arun(payload, max(min(timeout, deadline - now), 0.0)))
+    """`verify` on the event loop: the CAS-free part inline, each CAS job awaited with `pool.arun`
+    (no thread); the CAS requests of one check share one deadline, from the first, as in `verify`."""
+    steps = verify_steps(response, prepare_gold(gold, policy))
+    try:
+        job = next(steps)
+    except StopIteration as done:
+        return done.value
+    return await _finish(steps, job, pool)
+
+
+async def _finish(steps: Generator[CasJob, Outcome, Verdict], job: CasJob, pool: CasPool) -> Verdict:
+    """Run a started `verify_steps` to its verdict: its pending CAS `job`, then any further ones."""
+    try:
+        while True:
+            job = steps.send(await pool.arun(*job))
+    except StopIteration as done:
+        return done.value
 
 
 def best_verdict(response: str, golds: Sequence[str], policy: MathPolicy, pool: CasPool | None) -> Verdict:
@@ -73,17 +63,6 @@ def best_verdict(response: str, golds: Sequence[str], policy: MathPolicy, pool: 
     verdicts = []
     for gold in golds:
         v = verify(response, gold, policy, pool)
-        if v.correct:
-            return v
-        verdicts.append(v)
-    return _most_informative(verdicts)
-
-
-async def abest_verdict(response: str, golds: Sequence[str], policy: MathPolicy, pool: CasPool) -> Verdict:
-    """`best_verdict` on the event loop (CAS jobs through `pool.arun`)."""
-    verdicts = []
-    for gold in golds:
-        v = await averify(response, gold, policy, pool)
         if v.correct:
             return v
         verdicts.append(v)
@@ -119,6 +98,9 @@ class MathRubric(Rubric):
         self._workers = workers
         self.counts: Counter[str] = Counter()
         self._lock = threading.Lock()
+        # the gold side of a check (parsed once per gold and policy, then reused for every completion
+        # scored against it, e.g. a group's samples); never a completion's parse or a verdict
+        self._gold = functools.lru_cache(maxsize=GOLD_CACHE)(prepare_gold)
 
     @property
     def pool(self) -> CasPool:
@@ -155,14 +137,25 @@ class MathRubric(Rubric):
         return self.result(verdict)
 
     async def _inline(self, response: str, texts: list[str], policy: MathPolicy) -> Verdict:
-        try:  # most checks never need the CAS: no pool start, no await
-            return best_verdict(response, texts, policy, _Replay())  # type: ignore[arg-type]
-        except _NeedsPool:
-            pass
-        pool = self._pool if self._pool is not None and self._pool.usable else None
-        if pool is None:
-            pool = await asyncio.to_thread(lambda: self.pool)  # starting it blocks: off the loop
-        return await abest_verdict(response, texts, policy, pool)
+        """`best_verdict` on the event loop, with each gold's `Gold` from the rubric's bounded cache."""
+        verdicts = []
+        for text in texts:
+            steps = verify_steps(response, self._gold(text, policy))
+            try:  # the CAS-free part: most checks end here, with no pool start and no await
+                job = next(steps)
+            except StopIteration as done:
+                verdict = done.value
+            else:
+                verdict = await _finish(steps, job, await self._started_pool())
+            if verdict.correct:
+                return verdict
+            verdicts.append(verdict)
+        return _most_informative(verdicts)
+
+    async def _started_pool(self) -> CasPool:
+        if self._pool is not None and self._pool.usable:
+            return self._pool
+        return await asyncio.to_thread(lambda: self.pool)  # starting it blocks: off the loop
 
     def result(self, v: Verdict) -> RewardResult:
         detail = f"{v.reason}: {v.detail}" if v.detail else v.reason

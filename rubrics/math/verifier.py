@@ -4,6 +4,8 @@ Cheapest first: normalised string → exact rationals → structured comparison 
 CAS worker pool under a hard deadline. Reasons: match_string, match_exact, match_structured,
 match_cas, mismatch, no_answer, parse_error, too_complex, timeout (and error for a broken gold or
 a dead worker). Deterministic: the same inputs give the same verdict in any thread or process.
+`verify_steps` is the same check as a generator that yields its CAS jobs (for an event loop), and
+`Gold` / `prepare_gold` the gold side of a check, which a caller may keep and reuse.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
+from collections.abc import Generator
 from dataclasses import dataclass
 
 from rubrics.math.choice import extract_letter, gold_letter, gold_option_text, option_text
@@ -19,7 +22,7 @@ from rubrics.math.extract import extract, gold_answers
 from rubrics.math.normalize import normalize
 from rubrics.math.numeric import cheap_numbers
 from rubrics.math.policy import DEFAULT_POLICY, MathPolicy, rules_of
-from rubrics.math.pool import CasPool, default_pool
+from rubrics.math.pool import CasPool, Outcome, default_pool
 from rubrics.math.structure import UNDEFINED, Leaf, NeedCAS, Node, TooComplex, _group, parse_answer
 from rubrics.math.units import reconcile, split_quantity
 
@@ -61,6 +64,59 @@ def _structure(answers: tuple[str, ...], policy: MathPolicy) -> Node:
     return _group([parse_answer(normalize(a, policy)) for a in answers], flatten=True)
 
 
+class Gold:
+    """The gold side of a check: its answers and option letter at once; its unit-free and normalised
+    forms and its parsed structure on first use (a check needs them only once it has an answer to
+    compare), then kept. A pure function of `(text, policy)`, never of a completion: a rubric may
+    keep one per gold and reuse it for every completion scored against that gold."""
+
+    __slots__ = ("_forms", "_node", "answers", "letter", "option", "policy", "text")
+
+    def __init__(self, text: str, policy: MathPolicy) -> None:
+        self.text, self.policy = text, policy
+        self.answers = gold_answers(text)
+        self.letter = gold_letter(self.answers[0]) if len(self.answers) == 1 else None
+        self.option = gold_option_text(self.answers[0]) if self.letter is not None else None
+        self._forms: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+        self._node: Node | TooComplex | None = None
+
+    @property
+    def raw(self) -> tuple[str, ...]:
+        """The answers without their units (`split_quantity`)."""
+        return self._forms_()[0]
+
+    @property
+    def norm(self) -> tuple[str, ...]:
+        """`raw`, normalised under the policy."""
+        return self._forms_()[1]
+
+    def _forms_(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        if self._forms is None:
+            raw = tuple(split_quantity(g)[0] for g in self.answers)
+            self._forms = raw, tuple(normalize(g, self.policy) for g in raw)
+        return self._forms
+
+    def node(self) -> Node:
+        """The parsed structure of `norm`; raises `TooComplex` (every time) or `RecursionError`
+        (not kept: it depends on the caller's stack) as parsing did."""
+        if self._node is None:
+            try:
+                self._node = _group([parse_answer(g) for g in self.norm], flatten=True)
+            except TooComplex as exc:
+                self._node = exc
+        if isinstance(self._node, TooComplex):
+            raise self._node.with_traceback(None)
+        return self._node
+
+
+def prepare_gold(gold: object, policy: MathPolicy = DEFAULT_POLICY) -> Gold:
+    """The `Gold` of a gold answer (any object: its `str`; None is the empty gold)."""
+    return Gold("" if gold is None else str(gold), policy)
+
+
+CasJob = tuple[object, float]  # (payload for the CAS worker, seconds left of the check's deadline)
+
+
 def verify(
     response: str, gold: str, policy: MathPolicy = DEFAULT_POLICY, pool: CasPool | None = None
 ) -> Verdict:
@@ -70,18 +126,32 @@ def verify(
     first CAS request; on expiry the verdict is `timeout` (unverified), never a zero. (Starting the
     process-wide pool on the very first CAS request is a one-time cost outside that budget.)
     """
+    steps = verify_steps(response, prepare_gold(gold, policy))
+    try:
+        job = next(steps)
+        pool = pool or default_pool()
+        while True:
+            job = steps.send(pool.run(*job))
+    except StopIteration as done:
+        return done.value
+
+
+def verify_steps(response: str, gold: Gold) -> Generator[CasJob, Outcome, Verdict]:
+    """`verify` as a generator: yields each CAS job it needs (payload, timeout), is sent the job's
+    `Outcome`, and returns the verdict. A check that needs no CAS returns at the first `next`, so a
+    caller on an event loop runs the cheap part inline and awaits only the CAS jobs (no re-parse)."""
+    policy = gold.policy
     response = "" if response is None else str(response)
-    golds = gold_answers("" if gold is None else str(gold))
+    golds = gold.answers
     if not any(g.strip() for g in golds):
         return _done(Verdict(False, "error", detail="empty gold"))
-    letter = gold_letter(golds[0]) if len(golds) == 1 else None
-    if letter is not None:
+    if gold.letter is not None:
         got = extract_letter(response)
-        text = gold_option_text(golds[0])
-        if got is None and text is not None:  # gold `(D) 40`: the option's text answers too
-            return verify(response, text, policy, pool)
+        if got is None and gold.option is not None:  # gold `(D) 40`: the option's text answers too
+            return (yield from verify_steps(response, prepare_gold(gold.option, policy)))
         if got is None:
             return _done(Verdict(False, "no_answer", detail="no single option letter"))
+        letter = gold.letter
         return _done(
             Verdict(got == letter, "match_string" if got == letter else "mismatch", got, how="letter")
         )
@@ -91,23 +161,24 @@ def verify(
     shown = " | ".join(ext.answers)[:500]
     how = ext.how
     answers = tuple(option_text(a) for a in ext.answers)  # `(D) \frac25` answers gold 2/5
-    p_raw, g_raw = [split_quantity(a)[0] for a in answers], [split_quantity(g)[0] for g in golds]
+    p_raw, g_raw = [split_quantity(a)[0] for a in answers], gold.raw
     if len(answers) == 1 and len(golds) == 1:
         converted = reconcile(answers[0], golds[0], convert=policy.units == "convert")
         if converted is None:
             return _done(Verdict(False, "mismatch", shown, "different units", how))
-        p_raw, g_raw = [converted[0]], [converted[1]]
+        p_raw, g_raw = [converted[0]], (converted[1],)
     p_norm = [normalize(a, policy) for a in p_raw]
-    g_norm = [normalize(g, policy) for g in g_raw]
-    if len(p_norm) == 1 and len(g_norm) == 1:
-        p_norm[0], g_norm[0] = _decimal_comma(p_norm[0], g_norm[0]), _decimal_comma(g_norm[0], p_norm[0])
+    g_norm = gold.norm if g_raw == gold.raw else tuple(normalize(g, policy) for g in g_raw)
+    if len(p_norm) == 1 and len(g_norm) == 1:  # new sequences: `gold`'s own are shared
+        p_norm, g_norm = [_decimal_comma(p_norm[0], g_norm[0])], (_decimal_comma(g_norm[0], p_norm[0]),)
     if sorted(set(p_norm)) == sorted(set(g_norm)) and all(p_norm) and not any(map(UNDEFINED.search, g_norm)):
         return _done(Verdict(True, "match_string", shown, how=how))
-    if any(len(a) > policy.max_answer_chars for a in p_norm + g_norm):
+    if any(len(a) > policy.max_answer_chars for a in (*p_norm, *g_norm)):
         return _done(Verdict(False, "too_complex", shown, "answer too long", how))
     try:
         pred_node = _group([parse_answer(a) for a in p_norm], flatten=True)
-        gold_node = _group([parse_answer(g) for g in g_norm], flatten=True)
+        same = g_norm == gold.norm  # no unit conversion, no decimal comma: the gold's own parse
+        gold_node = gold.node() if same else _group([parse_answer(g) for g in g_norm], flatten=True)
     except (TooComplex, RecursionError) as exc:
         return _done(Verdict(False, "too_complex", shown, str(exc), how))
     used_numbers = []
@@ -134,17 +205,16 @@ def verify(
             return _done(Verdict(False, "mismatch", shown, how=how))
         simple = isinstance(pred_node, Leaf) and isinstance(gold_node, Leaf)
         return _done(Verdict(True, "match_exact" if simple else "match_structured", shown, how=how))
-    pool = pool or default_pool()
     deadline = time.monotonic() + policy.cas_timeout_s
-    outcome = pool.run((pred_node, gold_node, policy), max(deadline - time.monotonic(), 0.0))
+    outcome = yield (pred_node, gold_node, policy), max(deadline - time.monotonic(), 0.0)
     if outcome.status == "timeout":
         return _done(Verdict(False, "timeout", shown, outcome.detail, how))
     if outcome.status != "ok":
         return _done(Verdict(False, "error", shown, outcome.detail, how))
     correct, reason = outcome.value
-    if not correct and policy.degrees == "radians" and len(g_norm) == 1 and _DEGREES.search(str(gold)):
+    if not correct and policy.degrees == "radians" and len(g_norm) == 1 and _DEGREES.search(gold.text):
         radians = Leaf(f"\\frac{{({g_norm[0].rstrip('%')})\\pi}}{{180}}")
-        again = pool.run((pred_node, radians, policy), max(deadline - time.monotonic(), 0.0))
+        again = yield (pred_node, radians, policy), max(deadline - time.monotonic(), 0.0)
         if again.status == "ok" and again.value[0]:
             return _done(Verdict(True, "match_cas", shown, "degrees read as radians", how))
     return _done(Verdict(bool(correct), reason, shown, how=how))

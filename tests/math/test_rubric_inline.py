@@ -1,15 +1,17 @@
-"""MathRubric's inline path (cheap part on the event loop, CAS jobs awaited with CasPool.arun) changes no verdict."""
+"""MathRubric's inline path (cheap part on the event loop, CAS jobs awaited with CasPool.arun, golds
+kept) changes no verdict."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from rubrics.core import Sample, Status
-from rubrics.math import CasPool, MathRubric
-from rubrics.math.rubric import INLINE_CHARS
+from rubrics.math import CasPool, MathRubric, verify
+from rubrics.math.rubric import GOLD_CACHE, INLINE_CHARS
 
 CASES = [
     json.loads(line)
@@ -61,3 +63,39 @@ async def test_a_dead_cas_worker_leaves_only_its_own_item_unverified():
         assert pool.stats["errors"] == 1
     finally:
         pool.close()
+
+
+async def test_a_kept_gold_gives_the_verdicts_of_a_fresh_one(rubric):
+    """The rubric keeps each gold's parse (`verifier.Gold`) and reuses it for every completion scored
+    against that gold: same verdicts as `verify`, which prepares the gold afresh, for all public
+    cases (twice: the second pass only reuses), and for golds a completion rewrites (unit
+    conversion, decimal comma, degrees read as radians) before and after the plain reading."""
+    golds = {}
+    for c in CASES:
+        golds.setdefault(c["gold"], []).append(c["pred"])
+    rewrites = {
+        "1.5 km": ["\\boxed{1500 m}", "\\boxed{1.5 km}", "\\boxed{1.5}", "\\boxed{2 km}"],
+        "3.75": ["\\boxed{3,75}", "\\boxed{3.75}", "\\boxed{15/4}"],
+        "12,34,567": ["\\boxed{1234567}", "\\boxed{12,34,567}"],
+        "90^\\circ": ["\\boxed{\\frac{\\pi}{2}}", "\\boxed{90}", "\\boxed{\\pi}"],
+        "x \\pm 1 \\pm 2": ["\\boxed{x}", "\\boxed{1}"],  # its parse raises TooComplex, every time
+    }
+    policies = [rubric.policy, replace(rubric.policy, degrees="radians", decimal_comma=True)]
+    items = [
+        (pred, gold, policy) for gold, preds in golds.items() for pred in preds for policy in policies[:1]
+    ]
+    items += [(pred, gold, p) for gold, preds in rewrites.items() for pred in preds for p in policies]
+    fresh = [verify(pred, gold, policy, rubric.pool) for pred, gold, policy in items]
+    for _ in range(2):
+        kept = [await rubric._inline(pred, [gold], policy) for pred, gold, policy in items]
+        assert kept == fresh
+    assert rubric._gold.cache_info().hits >= len(items)  # the second pass parsed no gold
+    keys = {k for k in golds} | set(rewrites)
+    assert rubric._gold.cache_info().currsize <= len(keys) * len(policies)  # golds only, no completion
+
+
+def test_the_gold_cache_is_bounded():
+    rubric = MathRubric(workers=1)
+    for i in range(GOLD_CACHE + 50):
+        rubric._gold(str(i), rubric.policy)
+    assert rubric._gold.cache_info().currsize == GOLD_CACHE
