@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import hashlib
 import json
 import re
-import struct
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -196,16 +194,19 @@ class CodeRubric(Rubric):
             prepared = [self._prepare(s) for s in samples]
         else:
             prepared = await asyncio.to_thread(lambda: [self._prepare(s) for s in samples])
-        jobs: dict[str, tuple[str, TestSuite]] = {}
+        jobs: dict[tuple[str, str], tuple[str, TestSuite]] = {}
         for item in prepared:
             if isinstance(item, tuple):
                 jobs.setdefault(item[0], item[1:])  # type: ignore[arg-type]
         keys = list(jobs)
-        results = await asyncio.gather(*(self._guarded_run(*jobs[k]) for k in keys))
+        if len(keys) == 1:  # the common lone job: no task (and no extra loop iteration)
+            results = [await self._guarded_run(*jobs[keys[0]])]
+        else:
+            results = await asyncio.gather(*(self._guarded_run(*jobs[k]) for k in keys))
         by_key = dict(zip(keys, results, strict=True))
         return [item if isinstance(item, RewardResult) else by_key[item[0]] for item in prepared]
 
-    def _prepare(self, sample: Sample) -> RewardResult | tuple[str, str, TestSuite]:
+    def _prepare(self, sample: Sample) -> RewardResult | tuple[tuple[str, str], str, TestSuite]:
         """An immediate verdict, or (dedup key, code, suite) to run."""
         try:
             suite = suite_from(sample.answer)
@@ -236,10 +237,7 @@ class CodeRubric(Rubric):
                     reason=f"hack suspected (static): {hit}",
                     feedback="",
                 )
-        key = hashlib.sha256(
-            code.encode() + json.dumps(suite.to_dict(), sort_keys=True, default=repr).encode()
-        )
-        return key.hexdigest(), code, suite
+        return (code, suite.fingerprint), code, suite
 
     async def _guarded_run(self, code: str, suite: TestSuite) -> RewardResult:
         async with self._limit:
@@ -259,25 +257,14 @@ class CodeRubric(Rubric):
 
     def build_job(self, code: str, suite: TestSuite) -> Job:
         """One sandbox job running every test of `suite` against `code`."""
-        tests, channel_budget = [], 0
-        for test in suite.tests:
-            if isinstance(test, StdioTest):
-                cap = 2 * len(test.output.encode()) + 4096
-                tests.append({"kind": "stdio", "input": test.input, "max_output": cap})
-                channel_budget += cap * 2 + 8192  # JSON escaping can double it
-            elif isinstance(test, CallTest):
-                tests.append({"kind": "call", "calls": list(test.calls), "args": test.args})
-                channel_budget += self.config.max_value_bytes + 8192
-            else:
-                tests.append({"kind": "assert", "code": test.code})
-                channel_budget += 8192
+        tests_json, stdio_bytes, calls, asserts = suite.harness_tests  # once per suite
+        channel_budget = stdio_bytes + calls * (self.config.max_value_bytes + 8192) + asserts * 8192
         stop = self.config.stop_on_failure
         spec = {
             "version": 1,
             "setup": suite.setup,
             "code": code,
             "entry_point": suite.entry_point,
-            "tests": tests,
             "time_limit_s": suite.time_limit_s,
             "wall_factor": self.config.wall_factor,
             "memory_mb": suite.memory_mb,
@@ -285,7 +272,7 @@ class CodeRubric(Rubric):
             "max_value_bytes": self.config.max_value_bytes,
         }
         per_test = suite.time_limit_s * self.config.wall_factor + 0.7
-        budget = len(tests) * per_test + self.config.job_overhead_s
+        budget = len(suite.tests) * per_test + self.config.job_overhead_s
         limits = Limits(
             wall_time_s=budget,
             cpu_time_s=budget,
@@ -293,7 +280,9 @@ class CodeRubric(Rubric):
             processes=64,
             output_bytes=max(1 << 20, channel_budget),
         )
-        return harness_job(json.dumps(spec), limits, self.config.python)
+        # the suite's tests, serialised once per suite, go last: `{...}` -> `{..., "tests": [...]}`
+        spec_json = f'{json.dumps(spec)[:-1]}, "tests": {tests_json}}}'
+        return harness_job(spec_json, limits, self.config.python)
 
     # ------------------------------------------------------------------------- judging
 
@@ -420,23 +409,28 @@ class CodeRubric(Rubric):
         return "\n".join(lines)
 
 
+_decode_json = json.JSONDecoder().decode  # str in: no encoding sniffing per record
+
+
 def _read_records(data: bytes) -> list[dict[str, Any]] | None:
-    out, pos = [], 0
-    while pos < len(data):
-        if pos + 4 > len(data):
+    """The channel's `len(4) + JSON` records; None if any is cut short or is not a JSON object."""
+    out, pos, end = [], 0, len(data)
+    view = memoryview(data)
+    while pos < end:
+        if pos + 4 > end:
             return None
-        (size,) = struct.unpack(">I", data[pos : pos + 4])
-        body = data[pos + 4 : pos + 4 + size]
-        if len(body) != size:
+        size = int.from_bytes(view[pos : pos + 4], "big")
+        pos += 4
+        if pos + size > end:
             return None
         try:
-            record = json.loads(body)
-        except ValueError:
+            record = _decode_json(str(view[pos : pos + size], "utf-8"))
+        except (ValueError, RecursionError):
             return None
         if not isinstance(record, dict):
             return None
         out.append(record)
-        pos += 4 + size
+        pos += size
     return out
 
 

@@ -71,6 +71,30 @@ class TestSuite:
     memory_mb: int = 512
     float_tol: float = 1e-6
 
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """Canonical JSON of the whole suite (computed once per suite object: the suite is frozen)."""
+        return json.dumps(self.to_dict(), sort_keys=True, default=repr)
+
+    @functools.cached_property
+    def harness_tests(self) -> tuple[str, int, int, int]:
+        """The tests as the sandbox's harness gets them (`sandbox/runner.py` spec; expected outputs
+        and values never included), as JSON, with the result channel bytes the stdio tests need and
+        the numbers of call and assert tests. Once per suite object."""
+        tests, stdio_bytes, calls, asserts = [], 0, 0, 0
+        for test in self.tests:
+            if isinstance(test, StdioTest):
+                cap = 2 * len(test.output.encode()) + 4096
+                tests.append({"kind": "stdio", "input": test.input, "max_output": cap})
+                stdio_bytes += cap * 2 + 8192  # JSON escaping can double it
+            elif isinstance(test, CallTest):
+                tests.append({"kind": "call", "calls": list(test.calls), "args": test.args})
+                calls += 1
+            else:
+                tests.append({"kind": "assert", "code": test.code})
+                asserts += 1
+        return json.dumps(tests), stdio_bytes, calls, asserts
+
     def to_dict(self) -> dict[str, Any]:
         tests = []
         for t in self.tests:

@@ -53,6 +53,7 @@ import signal
 import struct
 import sys
 import time
+from itertools import islice
 from operator import is_ as _is
 from types import MethodType as _MethodType
 from types import ModuleType as _ModuleType
@@ -128,6 +129,61 @@ _PRELOAD = (
     "copy",
     "operator",
 )
+
+
+def _dict_stamps():
+    """`stamp(d)`: a reader whose `.value` is CPython's modification stamp of dict `d` (PEP 509
+    `ma_version_tag`: every insert, rebind or delete gives the dict a new value from a global counter,
+    so an unchanged value means an unmodified dict), read without touching anything the dict holds.
+    None where this interpreter's layout is not the one verified here (every check then compares).
+
+    Readers are made only in the harness process: making one is an audited ctypes event, which a
+    session child's hook counts as a hack; reading one is not."""
+    if sys.implementation.name != "cpython" or not (3, 9) <= sys.version_info[:2] <= (3, 13):
+        return None
+    if hasattr(sys, "gettotalrefcount") or sys.maxsize != (1 << 63) - 1:
+        return None  # a debug build (bigger object header) or not 64-bit
+    try:
+        import ctypes
+    except ImportError:
+        return None
+    used_at, stamp_at = 16, 24  # PyDictObject: ob_refcnt, ob_type, ma_used, ma_version_tag
+
+    def stamp(d: dict):
+        return ctypes.c_uint64.from_address(id(d) + stamp_at)
+
+    try:  # verify the layout: ma_used tracks len(), the stamp moves on every kind of change
+        d: dict = {}
+        used, reader = ctypes.c_ssize_t.from_address(id(d) + used_at), stamp(d)
+        seen = [reader.value]
+        for change in (
+            lambda: d.__setitem__("a", 1),
+            lambda: d.__setitem__("a", 2),
+            lambda: d.update(b=3),
+            lambda: d.pop("a"),
+            lambda: d.__delitem__("b"),
+            lambda: d.setdefault("c", 4),
+            lambda: d.clear(),
+        ):
+            change()
+            if used.value != len(d) or reader.value in seen:
+                return None
+            seen.append(reader.value)
+        if ctypes.c_ssize_t.from_address(id(sys.modules) + used_at).value != len(sys.modules):
+            return None
+    except Exception:  # noqa: BLE001 - anything unexpected: no fast path
+        return None
+    return stamp
+
+
+def _class_dict(klass: type) -> dict | None:
+    """The dict behind `klass.__dict__` (a mappingproxy), or None. Harness process only."""
+    proxy = klass.__dict__
+    inner = gc.get_referents(proxy)
+    return inner[0] if len(inner) == 1 and type(inner[0]) is dict and len(inner[0]) == len(proxy) else None
+
+
+_STAMP = _dict_stamps()
 
 
 # ----------------------------------------------------------------------------- value encoding
@@ -243,14 +299,28 @@ class _Snapshot:
     keys of exact type str only, so it never calls anything a solution defined. Any rebinding,
     removal or new name is a change, except what the interpreter itself adds: a loaded submodule's
     attribute on its package, `__warningregistry__`, `__slotnames__` (copyreg), and an instance's
-    own data attributes that shadow nothing of its class (`random.gauss` state)."""
+    own data attributes that shadow nothing of its class (`random.gauss` state).
+
+    Fast path (`_STAMP`, CPython): each namespace copied in the harness process, and `sys.modules`,
+    keeps its dict's modification stamp from when its copy was last known to match; a namespace
+    whose stamp has not moved is unmodified and is not walked. Walking one in a session child costs a
+    copy-on-write page fault per page its keys and values live on (their reference counts are
+    written), most of a session's set-up; reading a stamp touches no object. Changing a dict without
+    moving its stamp takes a raw memory write (ctypes, which the hook stops, or an interpreter bug,
+    which could as well rewrite the copies)."""
 
     def __init__(self) -> None:
-        self.groups: dict[str, tuple[list, list]] = {}  # module -> ([space, copy, label], [owned])
+        # module -> ([space, copy, label, stamp reader or None, stamp], [owned])
+        self.groups: dict[str, tuple[list, list]] = {}
         self.modules: dict[str, object] = {}
         self.active: tuple[str, ...] = ()  # the modules `changed` checks
         self._reach: dict[tuple, tuple[str, ...]] = {}
         self._seen: set[int] = set()
+        self._loaded_dict = sys.modules
+        self._loaded = _STAMP(sys.modules) if _STAMP else None  # sys.modules' stamp reader
+        self._loaded_at = None  # its stamp when `update` last walked it (or `register` added to it)
+        self._registered: list[str] = []  # names `register` added since that walk
+        self._modules_at = None  # its stamp when `self.modules` was last known to match (`accept`)
 
     @staticmethod
     def _same(space, copy, _len=len, _all=all, _map=map, _is=_is) -> bool:
@@ -262,12 +332,20 @@ class _Snapshot:
             and _all(_map(_is, space.values(), copy.values()))
         )
 
-    def update(self) -> None:
+    def update(self, stamps: bool = True) -> None:
         """Add the modules loaded since the last call (and what they hold), in load order. Only the
         names are walked to find them: walking the items would write the reference count of every
-        module object (in a session child, a copied page each)."""
+        module object (in a session child, a copied page each); not even those when the stamp of
+        `sys.modules` has not moved. `stamps=False` (a session child): no stamp readers are made."""
         seen, loaded, known = self._seen, sys.modules, self.modules
-        for name in [name for name in loaded if name not in known]:
+        watched = self._loaded is not None and loaded is self._loaded_dict
+        if watched and self._loaded_at is not None and self._loaded.value == self._loaded_at:
+            new = [name for name in self._registered if name not in known]  # no other change
+        else:
+            new = [name for name in loaded if name not in known]
+        self._registered = []
+        stamp = _STAMP if stamps else None
+        for name in new:
             module = loaded[name]
             self.modules[name] = module
             spaces: list = []
@@ -275,19 +353,40 @@ class _Snapshot:
             self.groups[name] = (spaces, owned)
             if type(module) is not _ModuleType:
                 continue
-            spaces.append([module.__dict__, dict(module.__dict__), name])
+            reader = stamp(module.__dict__) if stamp else None
+            spaces.append(
+                [
+                    module.__dict__,
+                    dict(module.__dict__),
+                    name,
+                    reader,
+                    reader.value if reader is not None else None,
+                ]
+            )
             for value in list(module.__dict__.values()):
                 if isinstance(value, type):
                     if value.__flags__ & _IMMUTABLE_TYPE or id(value) in seen:
                         continue
                     seen.add(id(value))
-                    spaces.append([value.__dict__, dict(value.__dict__), None])
+                    inner = _class_dict(value) if stamp else None
+                    reader = stamp(inner) if inner is not None else None
+                    spaces.append(
+                        [
+                            value.__dict__,
+                            dict(value.__dict__),
+                            None,
+                            reader,
+                            reader.value if reader is not None else None,
+                        ]
+                    )
                 elif type(value) is _MethodType:
                     owner = value.__self__
                     space = getattr(owner, "__dict__", None)
                     if type(space) is dict and id(space) not in seen:
                         seen.add(id(space))
                         owned.append([owner, type(owner), space, dict(space)])
+        if watched:
+            self._loaded_at = self._loaded.value
 
     def reach(self, roots: tuple[str, ...], depth: int = 2) -> tuple[str, ...]:
         """`roots` and the modules their namespaces refer to (modules, or the `__module__` of what
@@ -314,12 +413,35 @@ class _Snapshot:
             self._reach[roots] = tuple(sorted(names))
         return self._reach[roots]
 
+    def register(self, module: _ModuleType) -> None:
+        """`sys.modules[module.__name__] = module` by the harness: the next `update` then need not
+        walk `sys.modules` to find it, if nothing else changed it since the last walk."""
+        exact = self._loaded is not None and sys.modules is self._loaded_dict
+        exact = exact and self._loaded_at is not None and self._loaded.value == self._loaded_at
+        sys.modules[module.__name__] = module
+        if exact:
+            self._registered.append(module.__name__)
+            self._loaded_at = self._loaded.value
+
+    def assign(self, module: _ModuleType, values: dict) -> None:
+        """Set attributes of `module` (the harness, in a child, before the solution) and, if its copy
+        was current, bring the copy up to date without walking the namespace."""
+        group = self.groups.get(module.__name__)
+        entry = group[0][0] if group and group[0] and group[0][0][0] is module.__dict__ else None
+        current = entry is not None and entry[3] is not None and entry[3].value == entry[4]
+        for key, value in values.items():
+            setattr(module, key, value)
+        if current:
+            entry[1].update(values)
+            entry[4] = entry[3].value
+
     def refresh(self, names: tuple[str, ...]) -> None:
         """Accept the current state of `names` (and modules loaded since `update`) as pristine: the
         child, before any untrusted code runs. From now on `changed` checks those."""
-        before = set(self.modules)
-        self.update()
-        names = (*names, *(n for n in self.modules if n not in before))
+        count = len(self.modules)
+        self.update(stamps=False)
+        added = len(self.modules) - count  # `modules` keeps load order: the newest are last
+        names = (*names, *reversed(list(islice(reversed(self.modules), added))))
         for name in names:
             group = self.groups.get(name)
             if group is None:
@@ -327,22 +449,41 @@ class _Snapshot:
             if sys.modules.get(name) is not self.modules[name]:
                 self.modules[name] = sys.modules.get(name)
             for entry in group[0]:
+                reader = entry[3]
+                if reader is not None and reader.value == entry[4]:
+                    continue  # not modified since its copy was made
                 if not self._same(entry[0], entry[1]):
                     entry[1] = dict(entry[0])
+                if reader is not None:
+                    entry[4] = reader.value
             for entry in group[1]:
                 entry[1], entry[3] = type(entry[0]), dict(entry[2])
         self.active = names
+        self.accept_modules()
+
+    def accept_modules(self) -> None:
+        """Note that `sys.modules` matches `self.modules` for the active names now (the harness
+        calls it again after adding a module of its own): `changed` skips the lookups while the stamp
+        of `sys.modules` stays put."""
+        if self._loaded is not None and sys.modules is self._loaded_dict:
+            self._modules_at = self._loaded.value
 
     def changed(self, only=None, _type=type, _str=str, _module=_ModuleType, _vars=vars) -> str | None:
         """What was rebound, added or removed since `refresh` in the active modules (or in `only`,
         a subset of them), or None."""
         same, groups, modules = self._same, self.groups, sys.modules
+        loaded = self._loaded
+        lookups = not (
+            loaded is not None and modules is self._loaded_dict and loaded.value == self._modules_at
+        )
         for module_name in self.active if only is None else only:
-            if modules.get(module_name) is not self.modules[module_name]:
+            if lookups and modules.get(module_name) is not self.modules[module_name]:
                 return f"replaced module {module_name:.80}"
             spaces, owned = groups[module_name]
             for entry in spaces:
-                space, copy, name = entry
+                space, copy, name, reader, stamp = entry
+                if reader is not None and reader.value == stamp:
+                    continue  # not modified since it last matched its copy
                 if same(space, copy):
                     continue
                 for key, value in space.items():
@@ -360,6 +501,8 @@ class _Snapshot:
                     if key not in space:
                         return f"removed {name or 'a class'}.{key}"[:200]
                 entry[1] = dict(space)  # only what the interpreter adds: accepted
+                if reader is not None:
+                    entry[4] = reader.value
             for owner, kind, space, copy in owned:  # classes come first, verified: no user code runs
                 if _type(owner) is not kind or _object_getattr(owner, "__dict__") is not space:
                     return f"replaced the namespace of a {kind.__name__:.80}"
@@ -540,8 +683,14 @@ def _child(
         _signal.signal(_signal.SIGINT, _signal.default_int_handler)  # the C call: no enum wrapping
         for which, value in rlimits:
             _limit(which, value)
-        sys.stdin, sys.stdout, sys.stderr = streams
-        sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams
+        if stdio:
+            sys.stdin, sys.stdout, sys.stderr = streams
+            sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams
+        else:  # keeps the snapshot's copy of `sys` current (no walk of it in `refresh`)
+            names = ("stdin", "stdout", "stderr")
+            values = {name: stream for name, stream in zip(names, streams)}  # noqa: B905 - Python 3.9
+            values.update({f"__{name}__": stream for name, stream in zip(names, streams)})  # noqa: B905
+            _PRISTINE[0].assign(sys, values)
         _limit(resource.RLIMIT_CPU, len(chunk) * (int(spec["time_limit_s"]) + 1) + 1, slack=2)  # backstop
         _limit(resource.RLIMIT_CORE, 0)
         if spec.get("memory_mb"):
@@ -638,7 +787,7 @@ def _child(
     try:
         if not stdio:  # the setup gets a module of its own: the solution's globals never steer it
             setup_module = _ModuleType("rlvr_setup")
-            sys.modules[setup_module.__name__] = setup_module
+            snapshot.register(setup_module)
             setup_module.__dict__["__builtins__"] = builtins
             exec(compile(spec.get("setup") or "", "<setup>", "exec"), setup_module.__dict__)
             setup_names = {k: v for k, v in vars(setup_module).items() if not k.startswith("__")}
@@ -647,6 +796,8 @@ def _child(
             armed[0] = True
         module = _ModuleType("__main__" if stdio else "solution")  # dataclasses, pickle look it up
         sys.modules[module.__name__] = module
+        if snapshot is not None:
+            snapshot.accept_modules()  # the solution's own module is no change
         ns = module.__dict__
         ns["__builtins__"] = builtins
         if stdio:

@@ -135,6 +135,38 @@ CHEATS = {
         "import sys, types\nsys.modules['random'] = types.ModuleType('random')\ndef f(x):\n    return 7",
         None,
     ),
+    # every way of changing a guarded namespace (the snapshot skips namespaces whose dict stamp has
+    # not moved: each of these must move it); honest otherwise, so unseen they would earn credit
+    "patch_builtins_vars_update": (
+        "import builtins\nvars(builtins).update(min=max)\ndef f(x):\n    return x * x",
+        True,
+    ),
+    "patch_builtins_dict_ior": (
+        "import builtins\nd = vars(builtins)\nd |= {'max': min}\ndef f(x):\n    return x * x",
+        True,
+    ),
+    "patch_builtins_dict_setitem": (
+        "import builtins\ndict.__setitem__(builtins.__dict__, 'sum', len)\ndef f(x):\n    return x * x",
+        True,
+    ),
+    "patch_harness_globals": (
+        "import sys\nfor m in list(sys.modules.values()):\n    if hasattr(m, 'check_builtin'):\n"
+        "        m.check_builtin.__globals__['encode'] = lambda v, d=0: v\ndef f(x):\n    return x * x",
+        True,
+    ),
+    "delete_harness_name": (
+        "import sys\nfor m in list(sys.modules.values()):\n    if hasattr(m, 'NotBuiltin'):\n"
+        "        del m.NotBuiltin\ndef f(x):\n    return x * x",
+        True,
+    ),
+    "patch_json_class": (
+        "import json\ntype.__setattr__(json.JSONEncoder, 'item_separator', ';')\ndef f(x):\n    return x * x",
+        True,
+    ),
+    "replace_json_in_sys_modules": (
+        "import sys, types\nsys.modules['json'] = types.ModuleType('json')\ndef f(x):\n    return x * x",
+        True,
+    ),
     "patch_import": (
         "import builtins\nbuiltins.__import__ = lambda *a, **k: None\ndef f(x):\n    return 7",
         True,
