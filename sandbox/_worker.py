@@ -393,10 +393,12 @@ def main(argv):
             if pid == 0:
                 ctrl.close()
                 _child(spec, fds, streams)
-            streams = None
-            for fd in fds:
-                os.close(fd)
+            # Touch nothing until the job has exited: while it runs, every page this process writes
+            # is copied (both sides then hold a copy); afterwards a write only re-enables the page.
             _, status, ru = os.wait4(pid, 0)
+            streams = None
+            for fd in fds:  # the pipes' EOF reaches the host once the job and this copy are gone
+                os.close(fd)
             _sweep()
             cpu, recycle, maxrss = ru.ru_utime + ru.ru_stime, False, ru.ru_maxrss
         clean = _ipc_clean()
