@@ -377,6 +377,7 @@ def _harness(runner, spec, fds):
 
 MADV_COLLAPSE = 25  # Linux >= 6.1: back a range with transparent huge pages now
 M_TRIM_THRESHOLD = -1
+TRIM_BYTES = 16 << 20
 HUGE = 2 << 20
 
 
@@ -385,9 +386,12 @@ def _huge_heap(libc):
     mostly; obmalloc's 1 MB arenas rarely hold one) with transparent huge pages. A fork then
     copies one entry per 2 MB instead of 512, and this process re-enables a written huge page in
     one fault after its job exits. The job splits what it writes into 4 kB copies (its own, freed
-    at exit); our huge pages stay whole. The heap top is kept (no trimming), since shrinking it
-    would split the huge page there. A kernel without MADV_COLLAPSE refuses: nothing changes."""
-    libc.mallopt(M_TRIM_THRESHOLD, 1 << 30)
+    at exit); our huge pages stay whole. The heap top is trimmed only past TRIM_BYTES (glibc's
+    default 128 kB would shrink it into the huge page there and split it); the jobs inherit that,
+    which stays within what glibc's own dynamic threshold does (up to 64 MB), and fixing it also
+    keeps every malloc of >= 128 kB an mmap, so the heap top only grows by small blocks.
+    A kernel without MADV_COLLAPSE refuses: nothing changes."""
+    libc.mallopt(M_TRIM_THRESHOLD, TRIM_BYTES)
     libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
     try:
         with open("/proc/self/maps") as f:
