@@ -376,9 +376,14 @@ def _harness(runner, spec, fds):
 
 
 MADV_COLLAPSE = 25  # Linux >= 6.1: back a range with transparent huge pages now
-M_TRIM_THRESHOLD = -1
-TRIM_BYTES = 16 << 20
 HUGE = 2 << 20
+
+
+_MALLINFO2 = "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost"
+
+
+class _Mallinfo2(ctypes.Structure):  # glibc's struct mallinfo2: ten size_t
+    _fields_ = [(name, ctypes.c_size_t) for name in _MALLINFO2.split()]
 
 
 def _huge_heap(libc):
@@ -386,13 +391,17 @@ def _huge_heap(libc):
     mostly; obmalloc's 1 MB arenas rarely hold one) with transparent huge pages. A fork then
     copies one entry per 2 MB instead of 512, and this process re-enables a written huge page in
     one fault after its job exits. The job splits what it writes into 4 kB copies (its own, freed
-    at exit); our huge pages stay whole. The heap top is trimmed only past TRIM_BYTES (glibc's
-    default 128 kB would shrink it into the huge page there and split it); the jobs inherit that,
-    which stays within what glibc's own dynamic threshold does (up to 64 MB), and fixing it also
-    keeps every malloc of >= 128 kB an mmap, so the heap top only grows by small blocks.
-    A kernel without MADV_COLLAPSE refuses: nothing changes."""
-    libc.mallopt(M_TRIM_THRESHOLD, TRIM_BYTES)
+    at exit); our huge pages stay whole. The heap is collapsed only below its free top chunk
+    (`keepcost`): glibc shrinks the heap from there, and shrinking into a huge page splits it.
+    malloc's own settings are left alone (the jobs inherit them). A kernel without MADV_COLLAPSE
+    or a libc without mallinfo2 (glibc < 2.33): nothing changes."""
+    if not hasattr(libc, "mallinfo2"):
+        return
+    libc.mallinfo2.restype = _Mallinfo2
+    libc.sbrk.restype = ctypes.c_void_p
+    libc.sbrk.argtypes = (ctypes.c_ssize_t,)
     libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    top = libc.sbrk(0) - libc.mallinfo2().keepcost  # where the free top chunk of the heap starts
     try:
         with open("/proc/self/maps") as f:
             maps = f.read().splitlines()
@@ -403,6 +412,8 @@ def _huge_heap(libc):
         if fields[1] != "rw-p" or (len(fields) > 5 and fields[5] != "[heap]"):
             continue
         lo, hi = (int(x, 16) for x in fields[0].split("-"))
+        if len(fields) > 5:  # the heap: only what lies below its top chunk
+            hi = min(hi, top)
         lo = (lo + HUGE - 1) & ~(HUGE - 1)
         hi &= ~(HUGE - 1)
         if hi > lo:
