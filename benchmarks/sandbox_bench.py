@@ -67,8 +67,8 @@ spec.loader.exec_module(w)
 for name in filter(None, sys.argv[3].split(",")):
     __import__(name)
 w.SCRATCH = tempfile.mkdtemp(prefix="hostpool-")
-import gc, socket
-gc.collect(); gc.freeze()
+import socket
+w._settle()
 ctrl = socket.socket(fileno=int(sys.argv[2]))
 null = os.open("/dev/null", os.O_RDWR); os.dup2(null, 0); os.dup2(null, 1); os.close(null)
 w._send(ctrl, {"ready": True})
@@ -78,17 +78,9 @@ while True:
         shutil.rmtree(w.SCRATCH, ignore_errors=True)
         break
     job = w.json.loads(w._read_fd(fds[0]))
-    w._write_files(job["files"])
+    written = w._write_files(job["files"])
     w._set_env(job["env"])
-    streams = w._prepared_stdio(fds[1:4], job["unbuffered"])
-    pid = os.fork()
-    if pid == 0:
-        ctrl.close()
-        w._child(job, fds, streams)
-    streams = None
-    for fd in fds:
-        os.close(fd)
-    _, status, ru = os.wait4(pid, 0)
+    pid, status, ru = w._run_job(job, fds, written, ctrl)
     try:
         os.killpg(pid, signal.SIGKILL)
     except OSError:

@@ -6,9 +6,10 @@ Everything here is blocking and runs on a backend's slot thread, never on an eve
 from __future__ import annotations
 
 import fcntl
+import math
 import os
 import resource
-import selectors
+import select
 import signal
 import subprocess
 import time
@@ -126,7 +127,9 @@ def spawn(argv: Sequence[str], *, stdin: int, stdout: int, stderr: int, preexec:
 
 @dataclass
 class Capture:
-    """Capped capture of several pipes plus an optional 'done' fd (pidfd or control socket)."""
+    """Capped capture of several pipes plus an optional 'done' fd (pidfd or control socket).
+
+    One `poll` object per capture (no epoll descriptor to create, fill and close per job)."""
 
     fds: dict[str, int]
     cap: int
@@ -134,10 +137,12 @@ class Capture:
     truncated: dict[str, bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.sel = selectors.DefaultSelector()
+        self.poller = select.poll()
+        self.names: dict[int, str] = {}
         for name, fd in self.fds.items():
             os.set_blocking(fd, False)
-            self.sel.register(fd, selectors.EVENT_READ, name)
+            self.poller.register(fd, select.POLLIN)
+            self.names[fd] = name
             self.data[name] = bytearray()
             self.truncated[name] = False
         self.open = set(self.fds)
@@ -152,27 +157,26 @@ class Capture:
         """
         finished = done_fd is None
         if done_fd is not None:
-            self.sel.register(done_fd, selectors.EVENT_READ, None)
+            self.poller.register(done_fd, select.POLLIN)
         try:
             while self.open or not finished:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return "timeout"
-                for key, _ in self.sel.select(remaining):
-                    name = key.data
-                    if name is None:
+                for fd, _ in self.poller.poll(math.ceil(remaining * 1000)):
+                    if fd == done_fd:
                         if on_done is None or on_done():
                             finished = True
-                            self.sel.unregister(done_fd)
+                            self.poller.unregister(done_fd)
                         continue
-                    if self._read(name) == "output":
+                    if self._read(self.names[fd]) == "output":
                         return "output"
             return "done"
         finally:
             if done_fd is not None and not finished:
                 try:
-                    self.sel.unregister(done_fd)
-                except (KeyError, ValueError):
+                    self.poller.unregister(done_fd)
+                except KeyError:
                     pass
 
     def _read(self, name: str) -> str:
@@ -182,7 +186,7 @@ class Capture:
         except BlockingIOError:
             return ""
         if not chunk:
-            self.sel.unregister(fd)
+            self.poller.unregister(fd)
             self.open.discard(name)
             return ""
         buf = self.data[name]
@@ -213,7 +217,6 @@ class Capture:
                 buf += chunk
 
     def close(self) -> None:
-        self.sel.close()
         for fd in self.fds.values():
             try:
                 os.close(fd)

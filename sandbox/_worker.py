@@ -74,6 +74,8 @@ def _read_fd(fd):
 
 
 def _write_files(files):
+    """Write the job's files into the empty scratch dir; returns {absolute path: content}."""
+    written = {}
     for rel, b64 in files:
         path = os.path.join(SCRATCH, rel)
         if "/" in rel:
@@ -85,6 +87,8 @@ def _write_files(files):
             os.write(fd, data)
         finally:
             os.close(fd)
+        written[os.path.normpath(path)] = data
+    return written
 
 
 def _stdio(unbuffered):
@@ -145,9 +149,48 @@ def _print_exc(exc, filename):
     traceback.print_exception(type(exc), exc, tb or exc.__traceback__)
 
 
-def _child(spec, fds, streams):
-    """Become the job (`streams`: its stdio from `_prepared_stdio`, None for exec). Never returns."""
+_OWN_LIMITS = {}  # our own rlimits (never changed after start), read once
+
+
+def _prepare(spec, fds, written):
+    """What the job's child needs that this process can build before the fork (the child then only
+    copies the pages it writes, instead of allocating in shared pages): its stdio streams (None
+    for exec), the rlimits it must lower (those equal to ours, inherited, are skipped: it cannot
+    raise them), and for `python3 FILE` the file's path and, if we just wrote it, its source."""
+    streams = _prepared_stdio(fds[1:4], spec["unbuffered"]) if spec["mode"] != "exec" else None
+    limits = []
+    for res, val in spec["rlimits"]:
+        if res not in _OWN_LIMITS:
+            _OWN_LIMITS[res] = resource.getrlimit(res)
+        if _OWN_LIMITS[res] != (val, val):
+            limits.append((res, (val, val)))
+    filename = source = None
+    if spec["mode"] == "file":  # what `os.path.abspath` gives in the child, whose cwd is SCRATCH
+        filename = os.path.normpath(os.path.join(SCRATCH, spec["target"]))
+        source = written.get(filename)
+    return streams, limits, filename, source
+
+
+def _run_job(spec, fds, written, ctrl):
+    """Fork the job's child, wait for it, close the job's descriptors. Returns (pid, status, rusage)."""
+    prepared = _prepare(spec, fds, written)
+    pid = os.fork()
+    if pid == 0:
+        ctrl.close()
+        _child(spec, fds, prepared)
+    # Touch nothing until the job has exited: while it runs, every page this process writes is
+    # copied (both sides then hold a copy); afterwards a write only re-enables the page.
+    _, status, ru = os.wait4(pid, 0)
+    prepared = None
+    for fd in fds:  # the pipes' EOF reaches the host once the job and this copy are gone
+        os.close(fd)
+    return pid, status, ru
+
+
+def _child(spec, fds, prepared):
+    """Become the job (`prepared`: from `_prepare`). Never returns."""
     code = 1
+    streams, limits, filename, source = prepared
     try:
         os.setsid()
         stdin, out, err = fds[1], fds[2], fds[3]
@@ -159,8 +202,8 @@ def _child(spec, fds, streams):
             os.dup2(chan, CHANNEL_FD)
         os.closerange(CHANNEL_FD + 1 if chan is not None else CHANNEL_FD, 1 << 16)
         _signal.signal(_signal.SIGINT, _signal.default_int_handler)  # the C call: no enum wrapping
-        for res, val in spec["rlimits"]:
-            resource.setrlimit(res, (val, val))
+        for res, pair in limits:
+            resource.setrlimit(res, pair)
         os.chdir(SCRATCH)  # the environment was set by the worker before the fork (`_set_env`)
         mode, target, args = spec["mode"], spec["target"], spec["args"]
         if mode == "exec":  # any other command: exec it in this fresh process
@@ -172,7 +215,6 @@ def _child(spec, fds, streams):
         sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams
 
         if mode == "file":
-            filename = os.path.abspath(target)
             sys.argv = [target, *args]
             if not spec["isolated"]:
                 sys.path.insert(0, os.path.dirname(filename))
@@ -181,12 +223,14 @@ def _child(spec, fds, streams):
             sys.modules["__main__"] = main
 
             def run():  # what the interpreter does for `python3 FILE` (runpy.run_path is slower)
-                fd = os.open(filename, os.O_RDONLY | os.O_CLOEXEC)  # no file object: fewer COW faults
-                try:
-                    source = _read_fd(fd)
-                finally:
-                    os.close(fd)
-                exec(compile(source, filename, "exec"), main.__dict__)
+                code = source
+                if code is None:  # not one of the job's files: read it here
+                    fd = os.open(filename, os.O_RDONLY | os.O_CLOEXEC)  # no file object: fewer COW faults
+                    try:
+                        code = _read_fd(fd)
+                    finally:
+                        os.close(fd)
+                exec(compile(code, filename, "exec"), main.__dict__)
         elif mode == "code":
             filename = "<string>"
             sys.argv = ["-c", *args]
@@ -331,6 +375,63 @@ def _harness(runner, spec, fds):
     return 0
 
 
+MADV_COLLAPSE = 25  # Linux >= 6.1: back a range with transparent huge pages now
+HUGE = 2 << 20
+
+
+_MALLINFO2 = "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost"
+
+
+class _Mallinfo2(ctypes.Structure):  # glibc's struct mallinfo2: ten size_t
+    _fields_ = [(name, ctypes.c_size_t) for name in _MALLINFO2.split()]
+
+
+def _huge_heap(libc):
+    """Best effort: back the aligned 2 MB stretches of our anonymous memory (the malloc heap
+    mostly; obmalloc's 1 MB arenas rarely hold one) with transparent huge pages. A fork then
+    copies one entry per 2 MB instead of 512, and this process re-enables a written huge page in
+    one fault after its job exits. The job splits what it writes into 4 kB copies (its own, freed
+    at exit); our huge pages stay whole. The heap is collapsed only below its free top chunk
+    (`keepcost`): glibc shrinks the heap from there, and shrinking into a huge page splits it.
+    malloc's own settings are left alone (the jobs inherit them). A kernel without MADV_COLLAPSE
+    or a libc without mallinfo2 (glibc < 2.33): nothing changes."""
+    if not hasattr(libc, "mallinfo2"):
+        return
+    libc.mallinfo2.restype = _Mallinfo2
+    libc.sbrk.restype = ctypes.c_void_p
+    libc.sbrk.argtypes = (ctypes.c_ssize_t,)
+    libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    top = libc.sbrk(0) - libc.mallinfo2().keepcost  # where the free top chunk of the heap starts
+    try:
+        with open("/proc/self/maps") as f:
+            maps = f.read().splitlines()
+    except OSError:
+        return
+    for line in maps:
+        fields = line.split()
+        if fields[1] != "rw-p" or (len(fields) > 5 and fields[5] != "[heap]"):
+            continue
+        lo, hi = (int(x, 16) for x in fields[0].split("-"))
+        if len(fields) > 5:  # the heap: only what lies below its top chunk
+            hi = min(hi, top)
+        lo = (lo + HUGE - 1) & ~(HUGE - 1)
+        hi &= ~(HUGE - 1)
+        if hi > lo:
+            libc.madvise(lo, hi - lo, MADV_COLLAPSE)
+
+
+def _settle():
+    """Make the image every job is forked from cheap to fork (after the imports, before the first job)."""
+    gc.collect()
+    # hand the start-up garbage (compiling the runner, imports) back: every fork copies the page
+    # table entries of what is resident (~12 MB -> ~9.6 MB, ~6% of a trivial job's CPU); glibc only
+    libc = ctypes.CDLL(None)
+    if hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)
+        _huge_heap(libc)
+    gc.freeze()  # keep the collector from touching (and copying) every pre-fork object in each job
+
+
 def main(argv):
     if os.getpid() != 1:
         print("refusing to run: the worker must be PID 1 of its own pid namespace", file=sys.stderr)
@@ -349,13 +450,7 @@ def main(argv):
             pass
     runner = _load_runner()
     os.chdir(SCRATCH)  # harness children run where every job runs (Docker starts us in /, read-only)
-    gc.collect()
-    # hand the start-up garbage (compiling the runner, imports) back: every fork copies the page
-    # table entries of what is resident (~12 MB -> ~9.6 MB, ~6% of a trivial job's CPU); glibc only
-    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
-    if trim is not None:
-        trim(0)
-    gc.freeze()  # keep the collector from touching (and copying) every pre-fork object in each job
+    _settle()
     null = os.open("/dev/null", os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
@@ -368,7 +463,7 @@ def main(argv):
         try:
             spec = json.loads(_read_fd(fds[0]))
             os.lseek(fds[0], 0, os.SEEK_SET)
-            _write_files(spec["files"])
+            written = _write_files(spec["files"])
             _set_env(spec["env"])
         except (OSError, ValueError) as e:
             for fd in fds:
@@ -388,15 +483,7 @@ def main(argv):
             recycle = status != 0  # the harness itself failed: start from a fresh worker
             maxrss = 0  # RUSAGE_CHILDREN keeps the maximum of every job so far: not this job's peak
         else:
-            streams = _prepared_stdio(fds[1:4], spec["unbuffered"]) if spec["mode"] != "exec" else None
-            pid = os.fork()
-            if pid == 0:
-                ctrl.close()
-                _child(spec, fds, streams)
-            streams = None
-            for fd in fds:
-                os.close(fd)
-            _, status, ru = os.wait4(pid, 0)
+            _, status, ru = _run_job(spec, fds, written, ctrl)
             _sweep()
             cpu, recycle, maxrss = ru.ru_utime + ru.ru_stime, False, ru.ru_maxrss
         clean = _ipc_clean()

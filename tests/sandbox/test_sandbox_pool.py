@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import resource
 import shutil
 
 import pytest
@@ -59,6 +61,31 @@ def test_worker_survives_kill_and_ptrace_attempts(pool):
     assert res.stdout == b"1\n[]\n", res  # parent is the worker, unreachable
     assert_healthy(pool)
     assert pool.stats["worker_starts"] == starts  # the same worker kept serving
+
+
+def test_file_jobs_run_as_python_would(pool):
+    """`python3 FILE`: the worker hands over the source of a file it wrote; any other path is read."""
+    show = "import sys; print(__file__, sys.argv)\n"
+    res = pool.run_sync(Job(command=("python3", "./pkg/../pkg/m.py", "a"), files={"pkg/m.py": show}))
+    assert res.stdout == b"/tmp/pkg/m.py ['./pkg/../pkg/m.py', 'a']\n", res
+    res = pool.run_sync(Job(command=("python3", "/usr/lib/python3.11/__phello__/spam.py")))
+    assert (res.exit_code, res.stdout) == (0, b"Hello world!\n"), res
+    res = pool.run_sync(Job(command=("python3", "missing.py"), files={"other.py": show}))
+    assert res.exit_code == 1 and b"FileNotFoundError" in res.stderr, res
+
+
+def test_every_rlimit_holds_in_the_job(pool):
+    """Limits the worker already has are not set again in the job: the job still has exactly them."""
+    job = py(
+        "import resource\n"
+        "print([resource.getrlimit(r) for r in (resource.RLIMIT_CPU, resource.RLIMIT_AS,"
+        " resource.RLIMIT_FSIZE, resource.RLIMIT_CORE, resource.RLIMIT_MSGQUEUE, resource.RLIMIT_NOFILE)])\n"
+    )
+    want = dict(pool.job_rlimits(job.limits))
+    res = pool.run_sync(job)
+    got = ast.literal_eval(res.stdout.decode())
+    order = ("CPU", "AS", "FSIZE", "CORE", "MSGQUEUE", "NOFILE")
+    assert got == [(want[getattr(resource, f"RLIMIT_{n}")],) * 2 for n in order], (got, want)
 
 
 def test_no_state_leaks_between_jobs(pool):
