@@ -36,23 +36,10 @@ from rubrics.core import RewardResult, Rubric, Sample  # noqa: E402
 
 GROUPS, N, TURNS, TOKENS = 16, 8, 3, 16
 
-
-def default_linger_ms() -> float:
-    """--env.batch_linger_ms's default (the config's own)."""
-    from environments.base import RubricEnvConfig
-
-    return RubricEnvConfig.model_fields["batch_linger_ms"].default
-
-
-def variants(linger_ms: list[float]) -> dict[str, dict]:
-    """The runtime settings compared in one run: the defaults first, one request per call last."""
-    default = default_linger_ms()
-    out = {f"max_batch_prompts=64, batch_linger_ms={default:g} (default)": {}}
-    for ms in linger_ms:
-        if ms != default:
-            out[f"max_batch_prompts=64, batch_linger_ms={ms:g}"] = {"batch_linger_ms": ms}
-    out["max_batch_prompts=1 (a request per call)"] = {"max_batch_prompts": 1}
-    return out
+VARIANTS: dict[str, dict] = {  # the runtime settings compared in one run: the default first
+    "max_batch_prompts=64 (default)": {},
+    "max_batch_prompts=1 (a request per call)": {"max_batch_prompts": 1},
+}
 
 
 class InstantServer:
@@ -178,11 +165,8 @@ def main() -> None:
     parser.add_argument("--url", default=None)
     parser.add_argument("--model", default=str(ROOT / ".cache" / "tiny-model"))
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument(
-        "--linger-ms", type=float, nargs="*", default=[2.0], help="batch_linger_ms values to compare"
-    )
     args = parser.parse_args()
-    settings = variants(args.linger_ms)
+    settings = VARIANTS
     model = build_tiny_model(args.model)
     runtime_ms, floor_ms = asyncio.run(runtime_cost(model))
     print(f"load average before: {Path('/proc/loadavg').read_text().split()[:3]}")
@@ -229,6 +213,8 @@ def main() -> None:
         print(
             f"     turns/s vs completions/s  {turns / completions:7.2f}   (target >= 0.8; per repeat {ratios})"
         )
+        sizes = REQUEST_SIZES.get(json.dumps(settings[label], sort_keys=True), [0.0])
+        print(f"     multi-turn prompts/request {statistics.median(sizes):6.2f}")
     *batched, one = rates.values()
     base_single, base_turns = statistics.median(one[0]), statistics.median(t for t, _ in one[1])
     for label, (single, multi) in zip(rates, batched, strict=False):

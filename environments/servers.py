@@ -46,12 +46,9 @@ choice instead of one per token, and each prompt is still handed over the moment
 class VLLMTokenServer(VLLMServer):
     """Token-in / token-out generation on a stock vLLM OpenAI-compatible server. Concurrent calls
     with the same sampling parameters share one request (`completion_batcher`); `max_batch_prompts`
-    (set from `--env.max_batch_prompts`; 1 = one request per call) caps a request's prompts, and
-    `batch_linger_s` (`--env.batch_linger_ms`) bounds how long a batch waits for more calls while
-    earlier requests are in flight."""
+    (set from `--env.max_batch_prompts`; 1 = one request per call) caps a request's prompts."""
 
     max_batch_prompts: int = 64
-    batch_linger_s: float = 0.0
 
     def __init__(self, config: APIServerConfig, reasoning_config: Any = None) -> None:
         super().__init__(config, reasoning_config=reasoning_config)
@@ -71,15 +68,9 @@ class VLLMTokenServer(VLLMServer):
 
     @property
     def batcher(self) -> CompletionBatcher:
-        batcher = self._batcher
-        if batcher is None or (batcher.max_prompts, batcher.linger_s) != (
-            self.max_batch_prompts,
-            self.batch_linger_s,
-        ):
-            batcher = self._batcher = CompletionBatcher(
-                self._send_prompts, self.max_batch_prompts, self.batch_linger_s
-            )
-        return batcher
+        if self._batcher is None or self._batcher.max_prompts != self.max_batch_prompts:
+            self._batcher = CompletionBatcher(self._send_prompts, self.max_batch_prompts)
+        return self._batcher
 
     async def _tokens_and_logprobs_completion_wrapper(self, **kwargs: Any) -> tuple[list, list, list, list]:
         """Returns `(prompt_tokens, [output_ids], [output_logprobs], [finish_reasons])`, one per choice."""
