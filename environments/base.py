@@ -52,6 +52,7 @@ from pydantic import Field, ValidationError
 from environments.episode_runtime import episode_rollouts, finish_group
 from environments.episodes import MultiTurnTask
 from environments.rollouts import GroupOutcome, assemble_group, sample_group
+from environments.sampling_slots import sampling_done
 from environments.serve_api import RunApiClient, quiet_atroposlib
 from environments.server_health import InferenceWatcher, OnDown, Outage
 from environments.servers import (
@@ -83,7 +84,8 @@ class RubricEnvConfig(BaseEnvConfig):
     eval_limit: int | None = Field(default=None, description="Use at most this many eval items")
     max_concurrent_groups: int = Field(
         default=16,
-        description="Groups in flight in process mode (and per server in serve, if max_num_workers is -1)",
+        description="Groups sampling at once in process mode (as many again may be scoring) (and per server in "
+        "serve, if max_num_workers is -1)",
     )
     request_timeout_s: float = Field(default=300.0, description="Timeout of one group's inference calls")
     score_timeout_s: float = Field(default=300.0, description="Timeout of scoring one group")
@@ -97,13 +99,6 @@ class RubricEnvConfig(BaseEnvConfig):
         ge=1,
         description="server_type vllm (stock vLLM): concurrent sampling calls sent as one request of at most "
         "this many token-id prompts (1 = a request per call)",
-    )
-    batch_linger_ms: float = Field(
-        default=0.0,
-        ge=0.0,
-        le=1000.0,
-        description="server_type vllm (stock vLLM): while earlier requests are in flight, how long a batch of "
-        "one-sample calls waits for more before it is sent (0 = on the event loop's next turn)",
     )
     seed: int = Field(default=0, description="Shuffling seed of the train items")
     scorer: Literal["local", "ray"] = Field(
@@ -211,7 +206,6 @@ class RubricEnv(RunApiClient, BaseEnv):
         for server in getattr(self.server, "servers", []):
             if isinstance(server, VLLMTokenServer):
                 server.max_batch_prompts = config.max_batch_prompts
-                server.batch_linger_s = config.batch_linger_ms / 1000
         config.data_path_to_save_groups = self.output_path  # BaseEnv opened no writer of its own
         self.task = self.task_cls(config)
         self.rubric: Rubric | None = None
@@ -299,6 +293,7 @@ class RubricEnv(RunApiClient, BaseEnv):
             split=split,
             watcher=self.watcher,
         )
+        sampling_done()  # scoring does not hold the group's sampling slot (process mode)
         samples = [item.sample(r.text) for r in rollouts]
         assert self.rubric is not None, "setup() not called"
         try:

@@ -1,7 +1,8 @@
 """`process` and `evaluate` for RubricEnv: concurrent, resumable, offline-friendly.
 
 * process: `total_steps` groups of `group_size` rollouts from the train split, up to
-  `max_concurrent_groups` in flight, appended to a resumable JSONL (exact sampled token ids when the
+  `max_concurrent_groups` sampling at once (a group being scored does not hold its slot, and at most
+  as many again are past sampling: `sampling_slots`), appended to a resumable JSONL (exact sampled token ids when the
   server returns them), then an HTML viewer and a summary (printed and `<stem>.summary.json`). A failing group is counted and
   logged; groups already written are never lost or duplicated by a re-run.
 * evaluate: one rollout per eval item at `eval_temperature`, written as atroposlib's
@@ -23,6 +24,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from environments.episode_runtime import eval_fields, turn_metrics
 from environments.output import GroupWriter, write_html
+from environments.sampling_slots import SamplingSlots
 from rubrics.core import RewardResult, Status
 
 if TYPE_CHECKING:
@@ -48,12 +50,12 @@ async def run_process(env: RubricEnv) -> dict[str, Any]:
         already = total - len(todo)
         if already:
             log.info("resuming %s: %d of %d groups already written", path, already, total)
-        sem = asyncio.Semaphore(max(1, env.config.max_concurrent_groups))
+        slots = SamplingSlots(env.config.max_concurrent_groups)
         bar = tqdm(total=total, initial=already, desc=f"{env.name} process", unit="group")
         scores: list[float] = []
 
         async def one(uid: str, item: Any) -> None:
-            async with sem:
+            async with slots.group():
                 outcome = await env.group_for(item, training=False)
             if outcome.group is not None:
                 group = outcome.group

@@ -61,6 +61,7 @@ from pydantic import Field
 from environments.base import RubricEnv, RubricEnvConfig
 from environments.episode_runtime import runner_for, token_budget
 from environments.episodes import EnvStep, Episode, EpisodeContext, MultiTurnTask, to_rollout
+from environments.sampling_slots import sampling_done
 from environments.task import DatasetError, Item, Split
 from environments.tool_calls import ToolCallParser, ToolSupportError
 from environments.verifiers_tools import state_tools, tool_names, tool_parser_for, tool_specs
@@ -387,6 +388,7 @@ class VerifiersEnv(RubricEnv):
         runner = runner_for(self)
         runner.token_budget = token_budget(self)
         episodes = await runner.run_group(item, n, self.generation_params(split), split)
+        sampling_done()  # scoring does not hold the group's sampling slot (process mode)
         await self.task.score_episodes(episodes, self.config.score_timeout_s)
         results = [ep.result for ep in episodes]
         assert all(r is not None and r.reason != PENDING for r in results)
