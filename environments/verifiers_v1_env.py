@@ -271,7 +271,7 @@ class VerifiersV1Env(RubricEnv):
 
         async def one(k: int, slot: Any) -> Any:
             async with self.rollout_slots:
-                if not watch:  # 0.3.1: only the final traces are known (a retried trace's session stays)
+                if not watch:  # 0.3.1: only the final traces are known (a retried trace's session stays until the store's idle TTL)
                     return await env.run_slot(slot, ctx)
                 return await env.run_slot(slot, ctx, on_trace=lambda trace: minted[k].append(trace.id))
 
