@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import sys
 import tempfile
@@ -112,12 +111,9 @@ async def runtime_cost(model: Path) -> tuple[float, float]:
     return runtime_ms, floor_ms
 
 
-REQUEST_SIZES: dict[str, list[float]] = {}  # per setting: multi-turn prompts per /completions request
-
-
-async def process_rate(env_cls, url: str, model: str, out: Path, **extra) -> tuple[float, int]:
-    """(seconds of run_process's loop, assistant turns sampled) for one env on the server; records the
-    multi-turn runs' prompts per request in REQUEST_SIZES."""
+async def process_rate(env_cls, url: str, model: str, out: Path, **extra) -> tuple[float, int, float]:
+    """(seconds of run_process's loop, assistant turns sampled, prompts per /completions request) for
+    one env on the server."""
     from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 
     from environments.modes import run_process
@@ -132,12 +128,9 @@ async def process_rate(env_cls, url: str, model: str, out: Path, **extra) -> tup
     if summary["groups_new"] != GROUPS:
         raise SystemExit(f"{env_cls.name}: {summary}")
     runner = getattr(env, "_episode_runner", None)
-    if runner:
-        batcher = env.server.servers[0].batcher
-        REQUEST_SIZES.setdefault(json.dumps(extra, sort_keys=True), []).append(
-            batcher.prompts / batcher.requests
-        )
-    return summary["seconds"], runner.turns_taken if runner else GROUPS * N
+    batcher = env.server.servers[0].batcher
+    turns = runner.turns_taken if runner else GROUPS * N
+    return summary["seconds"], turns, batcher.prompts / max(1, batcher.requests)
 
 
 async def raw_client(url: str, model: str) -> tuple[float, float]:
@@ -179,18 +172,20 @@ def main() -> None:
         from tests.integration.varied_env import VariedEnv
 
         rates: dict[str, tuple[list[float], list[tuple[float, float]]]] = {v: ([], []) for v in settings}
+        sizes: dict[str, list[float]] = {v: [] for v in settings}  # multi-turn prompts per request
         raw = []
         with tempfile.TemporaryDirectory() as tmp:
             asyncio.run(process_rate(VariedEnv, url, str(model), Path(tmp, "warm.jsonl")))  # warm the server
             for r in range(args.repeats):
                 for v, (label, extra) in enumerate(settings.items()):  # alternated in one run
                     single, multi = rates[label]
-                    secs, n = asyncio.run(process_rate(VariedEnv, url, str(model), Path(tmp, f"s{r}{v}.jsonl"),
-                                                       **extra))  # fmt: skip
+                    secs, n, _ = asyncio.run(process_rate(VariedEnv, url, str(model), Path(tmp, f"s{r}{v}.jsonl"),
+                                                          **extra))  # fmt: skip
                     single.append(n / secs)
-                    secs, n = asyncio.run(process_rate(RetryEnv, url, str(model), Path(tmp, f"m{r}{v}.jsonl"),
-                                                       **extra))  # fmt: skip
+                    secs, n, size = asyncio.run(process_rate(RetryEnv, url, str(model), Path(tmp, f"m{r}{v}.jsonl"),
+                                                             **extra))  # fmt: skip
                     multi.append((n / secs, n / TURNS / secs))
+                    sizes[label].append(size)
                 raw.append(asyncio.run(raw_client(url, str(model))))
     finally:
         if server is not None:
@@ -213,8 +208,7 @@ def main() -> None:
         print(
             f"     turns/s vs completions/s  {turns / completions:7.2f}   (target >= 0.8; per repeat {ratios})"
         )
-        sizes = REQUEST_SIZES.get(json.dumps(settings[label], sort_keys=True), [0.0])
-        print(f"     multi-turn prompts/request {statistics.median(sizes):6.2f}")
+        print(f"     multi-turn prompts/request {statistics.median(sizes[label]):6.2f}")
     *batched, one = rates.values()
     base_single, base_turns = statistics.median(one[0]), statistics.median(t for t, _ in one[1])
     for label, (single, multi) in zip(rates, batched, strict=False):
