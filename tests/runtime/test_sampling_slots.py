@@ -13,7 +13,7 @@ from transformers import AutoTokenizer
 
 from environments.local_model import build_tiny_model
 from environments.sampling_slots import SamplingSlots, sampling_done
-from rubrics.core import RewardResult, Rubric, Sample
+from rubrics.core import RewardResult, Rubric, Sample, Status
 from tests.integration.varied_env import VariedEnv, VariedTask
 from tests.runtime.scripted_policy import ScriptedPolicy
 
@@ -64,8 +64,21 @@ async def test_sampling_and_the_backlog_past_it_stay_bounded():
     await asyncio.wait_for(asyncio.gather(*tasks), timeout=5)
 
 
-def test_outside_process_mode_sampling_done_does_nothing():
-    sampling_done()
+async def test_sampling_done_outside_a_group_frees_no_slot():
+    slots, holding, done = SamplingSlots(1), asyncio.Event(), asyncio.Event()
+
+    async def holder() -> None:
+        async with slots.group():
+            holding.set()
+            await done.wait()
+
+    task = asyncio.ensure_future(holder())
+    await holding.wait()
+    sampling_done()  # not inside the holder's group (serve, evaluate, another task): a no-op
+    assert slots._sampling.locked()  # the holder still has the only sampling slot
+    done.set()
+    await task
+    assert not slots._sampling.locked()
 
 
 class WaitForNextGroupRubric(Rubric):
@@ -76,7 +89,7 @@ class WaitForNextGroupRubric(Rubric):
 
     async def _score(self, sample: Sample) -> RewardResult:
         if not await asyncio.to_thread(self.next_group_asked.wait, 30):
-            return RewardResult.unverified("error", "the next group never sampled while this one scored")
+            return RewardResult.unverified(Status.ERROR, "the next group never sampled while this one scored")
         return RewardResult(score=float(len(sample.completion_text) % 2))
 
 
