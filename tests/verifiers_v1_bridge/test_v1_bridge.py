@@ -112,8 +112,9 @@ def test_process_multi_turn_feedback_episodes(v1_venv, tiny, tok, tmp_path):
     with ScriptedPolicy(tok, RetryPolicy(), latency_s=(0.0, 0.05), seed=2) as policy:
         run_bridge(v1_venv, "process", "vfv1_retry", policy, tiny, "--env.group_size", "3", "--env.total_steps",
                    "3", "--env.max_concurrent_rollouts", "2", "--env.data_path_to_save_groups", str(out))  # fmt: skip
-    # 3 groups of 3 in flight would put up to 9 episodes' calls at the policy at once; the cap holds it to 2
-    assert policy.peak_in_flight == 2
+    # 3 groups of 3 in flight put up to 9 episodes' calls at the policy at once (3 seen without the cap);
+    # the cap holds it to 2 (how many overlap below that depends on the random latencies)
+    assert 1 <= policy.peak_in_flight <= 2
     groups = groups_of(out)
     assert len(groups) == 3
     for g in groups:
