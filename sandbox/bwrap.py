@@ -13,7 +13,9 @@ Isolation per job (both paths):
   (die-with-parent, command or worker is pid 1), so nothing survives the job.
 
 Concurrency: `slots` launcher threads, each owning a cgroup slot and (optionally) one warm worker;
-extra jobs queue (back-pressure). Blocking work never runs on the caller's event loop.
+extra jobs queue (back-pressure). A warm-pool job may run on an idle warm worker straight from the
+caller's thread or event loop (`sandbox.borrow`); blocking work (starting, killing or reaping a
+sandbox) never runs on the caller's event loop.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from dataclasses import dataclass
 from queue import SimpleQueue
 
 from sandbox import _proc, seccomp
+from sandbox.borrow import WarmBorrowing
 from sandbox.cgroups import CgroupError, CgroupSet, Slot
 from sandbox.core import ExecResult, Job, LimitHit, Limits, SandboxError, SandboxUnavailable
 
@@ -230,7 +233,7 @@ class SlotResults:
         )
 
 
-class BwrapSandbox(SlotResults):
+class BwrapSandbox(WarmBorrowing, SlotResults):
     """The bubblewrap backend. `await run(job)`, `run_sync(job)`, `close()`; see the module doc."""
 
     name = "bwrap"
@@ -260,6 +263,7 @@ class BwrapSandbox(SlotResults):
         self._workers_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(cfg.slots, "bwrap-slot", initializer=self._init_thread)
         self._closed = False
+        self._init_borrowing()
         self.stats = {"jobs": 0, "pool_jobs": 0, "worker_starts": 0, "worker_recycles": 0}
         reason = self._probe()
         if reason:
@@ -267,15 +271,6 @@ class BwrapSandbox(SlotResults):
             raise SandboxUnavailable(reason)
 
     # ---------------------------------------------------------------- public API
-    async def run(self, job: Job) -> ExecResult:
-        return await asyncio.wrap_future(self.submit(job))
-
-    def run_sync(self, job: Job) -> ExecResult:
-        """Blocking run. A warm-pool job runs on the calling thread when a slot's worker is warm and
-        idle (no hand-off to the slot thread, ~0.5 ms); everything else goes through `submit`."""
-        result = self._run_borrowed(job)
-        return result if result is not None else self.submit(job).result()
-
     def submit(self, job: Job) -> Future[ExecResult]:
         if self._closed:
             raise SandboxError("sandbox is closed")
@@ -332,36 +327,12 @@ class BwrapSandbox(SlotResults):
                     return w.run(job, plan)
         return self._run_oneshot(job)
 
-    def _run_borrowed(self, job: Job) -> ExecResult | None:
-        """Run a warm-pool job on the calling thread with an idle, warm worker; None if there is none
-        or the job needs a slot thread. Workers are (re)started only by their slot thread: on cgroup v1
-        a process is born in the slot's cgroup only when that thread spawns it. The job's own process
-        is forked by the worker, so it lands in the slot whichever host thread sends it."""
-        from sandbox.pool import NeedsSlotThread, job_plan
+    def _borrow_plan(self, job: Job) -> dict | None:
+        from sandbox.pool import job_plan
 
-        if self._closed or not self.config.warm_pool or job.limits.network:
+        if not self.config.warm_pool or job.limits.network:
             return None
-        plan = job_plan(job, self.config.python)
-        if plan is None:
-            return None
-        with self._workers_lock:
-            workers = list(self._workers)
-        for w in workers:
-            if not w.lock.acquire(blocking=False):
-                continue
-            try:
-                if not (w.alive() and w.scratch_mb == job.limits.scratch_mb):
-                    continue
-                try:
-                    result = w.run(job, plan, borrowed=True)
-                except NeedsSlotThread:
-                    return None
-                self.stats["jobs"] += 1
-                self.stats["pool_jobs"] += 1
-                return result
-            finally:
-                w.lock.release()
-        return None
+        return job_plan(job, self.config.python)
 
     def _shutdown(self) -> None:
         if self._closed:

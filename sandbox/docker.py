@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from queue import SimpleQueue
 
 from sandbox import _proc
+from sandbox.borrow import WarmBorrowing
 from sandbox.bwrap import PRELOAD, SlotResults, warm_slots
 from sandbox.cgroups import ROOT, Slot, _pid_alive
 from sandbox.core import ExecResult, Job, Limits, SandboxError, SandboxUnavailable
@@ -181,7 +182,7 @@ class DockerWorker(Worker):
         self.slot = None
 
 
-class DockerSandbox(SlotResults):
+class DockerSandbox(WarmBorrowing, SlotResults):
     """The Docker warm-pool backend. Same API as `BwrapSandbox`: run / run_sync / submit / close."""
 
     name = "docker"
@@ -215,18 +216,13 @@ class DockerSandbox(SlotResults):
             self._free.put(i)
         self._local = threading.local()
         self._workers: list[DockerWorker] = []
-        self._lock = threading.Lock()
+        self._workers_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(cfg.slots, "docker-slot", initializer=self._init_thread)
         self._closed = False
+        self._init_borrowing()
         self.stats = {"jobs": 0, "pool_jobs": 0, "worker_starts": 0, "worker_recycles": 0}
 
     # ------------------------------------------------------------ public API
-    async def run(self, job: Job) -> ExecResult:
-        return await asyncio.wrap_future(self.submit(job))
-
-    def run_sync(self, job: Job) -> ExecResult:
-        return self.submit(job).result()
-
     def submit(self, job: Job) -> Future[ExecResult]:
         if self._closed:
             raise SandboxError("sandbox is closed")
@@ -254,18 +250,14 @@ class DockerSandbox(SlotResults):
     def _init_thread(self) -> None:
         w = DockerWorker(self, self._free.get())
         self._local.worker = w
-        with self._lock:
+        with self._workers_lock:
             self._workers.append(w)
 
     def _local_worker(self) -> DockerWorker:
         return self._local.worker
 
-    def _run_blocking(self, job: Job) -> ExecResult:
-        if not job.command:
-            raise ValueError("job.command is empty")
-        if job.limits.network:
-            raise SandboxError("the docker pool has no network; use the bwrap backend for network jobs")
-        self.stats["jobs"] += 1
+    def _plan(self, job: Job) -> dict:
+        """How the warm worker runs `job`: Python in the forked child or the harness, else exec."""
         plan = job_plan(job, self.config.python)
         if plan is None:
             plan = {
@@ -275,14 +267,27 @@ class DockerSandbox(SlotResults):
                 "unbuffered": False,
                 "isolated": False,
             }
+        return plan
+
+    def _borrow_plan(self, job: Job) -> dict | None:
+        if not job.command or job.limits.network:
+            return None  # `_run_blocking` raises the error
+        return self._plan(job)
+
+    def _run_blocking(self, job: Job) -> ExecResult:
+        if not job.command:
+            raise ValueError("job.command is empty")
+        if job.limits.network:
+            raise SandboxError("the docker pool has no network; use the bwrap backend for network jobs")
+        self.stats["jobs"] += 1
         self.stats["pool_jobs"] += 1
-        return self._local.worker.run(job, plan)
+        return self._local.worker.run(job, self._plan(job))
 
     def _shutdown(self) -> None:
         if self._closed:
             return
         self._closed = True
-        with self._lock:
+        with self._workers_lock:
             workers = list(self._workers)
         for w in workers:
             w.stop()

@@ -9,13 +9,14 @@ and a new one starts on the next job (counted in `BwrapSandbox.stats`).
 
 Harness jobs (`sandbox.harness.harness_job`, recognised by exact content in `job_plan`) run the
 trusted test harness inside the worker (PID 1), which forks only the test session children. Only a
-slot thread starts a worker; `BwrapSandbox.run_sync` may run a job on an idle warm worker from the
-calling thread (holding `Worker.lock`), which saves the hand-off to the slot thread.
+slot thread starts a worker; `run_sync` and `run` may run a job on an idle warm worker from the
+calling thread or event loop (holding `Worker.lock`; see `sandbox.borrow`).
 """
 
 from __future__ import annotations
 
 import array
+import asyncio
 import base64
 import functools
 import json
@@ -27,6 +28,7 @@ import time
 from pathlib import Path
 
 from sandbox import _proc
+from sandbox.borrow import NeedsSlotThread
 from sandbox.bwrap import BwrapSandbox, _as_bytes, _validate_rel, job_env
 from sandbox.cgroups import Slot
 from sandbox.core import ExecResult, Job, Limits, SandboxError
@@ -81,10 +83,6 @@ def python_plan(command: tuple[str, ...], python: str) -> dict | None:
     else:
         plan.update(mode="file", target=head, args=rest)
     return plan
-
-
-class NeedsSlotThread(Exception):
-    """A borrowed run (see `BwrapSandbox.run_sync`) would have to start a worker: use the slot thread."""
 
 
 class Worker:
@@ -181,10 +179,61 @@ class Worker:
     def run(self, job: Job, plan: dict, retry: bool = True, borrowed: bool = False) -> ExecResult:
         """Run `job` (caller holds `lock`). `borrowed`: not on the slot thread, so raise NeedsSlotThread
         instead of starting a worker (before anything of the job has run)."""
-        box, limits = self.box, job.limits
-        if borrowed and not (self.alive() and self.scratch_mb == limits.scratch_mb):
+        if borrowed and not self.warm_for(job):
             raise NeedsSlotThread
-        self.ensure(limits.scratch_mb)
+        self.ensure(job.limits.scratch_mb)
+        flight = self._send(job, plan)
+        try:
+            reason = (
+                "done"
+                if flight.reply
+                else flight.cap.pump(flight.deadline, self.sock.fileno(), flight.on_reply)
+            )
+            wall = time.monotonic() - flight.t0
+            if self._broken(flight, reason):
+                self._recycle(flight.cap)
+        finally:
+            flight.cap.close()
+        result = self._finish(flight, reason, wall)
+        if result is not None:
+            return result
+        if retry:
+            if borrowed:
+                raise NeedsSlotThread  # the retry (a fresh worker) belongs to the slot thread
+            return self.run(job, plan, retry=False)
+        raise SandboxError(f"warm worker failed: {self.stderr_tail()!r}")
+
+    async def run_async(self, job: Job, plan: dict) -> ExecResult:
+        """`run` on the calling event loop (caller holds `lock`, the worker is `warm_for(job)`): the
+        pipes and the control socket are read by loop callbacks, so no thread waits for the job and
+        no GIL changes hands per system call. Raises NeedsSlotThread where `run` would retry on a
+        fresh worker. Cancelled mid-job: the worker is killed (nothing of the job survives)."""
+        flight = self._send(job, plan)
+        recycled = False
+        try:
+            reason = "done" if flight.reply else await self._pump_on_loop(flight)
+            wall = time.monotonic() - flight.t0
+            if self._broken(flight, reason):
+                recycled = True
+                await asyncio.to_thread(self._recycle, flight.cap)  # a kill and reap: off the loop
+        except BaseException:
+            if not recycled:
+                self._recycle(flight.cap)
+            raise
+        finally:
+            flight.cap.close()
+        result = self._finish(flight, reason, wall)
+        if result is None:
+            raise NeedsSlotThread
+        return result
+
+    def warm_for(self, job: Job) -> bool:
+        """Started, alive and with the scratch size `job` needs: a borrower may run it here."""
+        return self.alive() and self.scratch_mb == job.limits.scratch_mb
+
+    def _send(self, job: Job, plan: dict) -> _Flight:
+        """Hand `job` to the worker: its spec and descriptors go over the control socket."""
+        box, limits = self.box, job.limits
         spec = dict(plan)
         spec["env"] = job_env(job)
         spec["files"] = [
@@ -203,56 +252,91 @@ class Worker:
             reads["channel"] = chan_r
         memory = limits.memory_mb + limits.scratch_mb + box.config.worker_overhead_mb
         oom0, pids0 = box._prepare_slot(self.slot, limits, memory, extra_pids=self.extra_pids)
-        cap = _proc.Capture(reads, limits.output_bytes)
-        reply: dict = {}
-
-        def on_reply() -> bool:
-            try:
-                data = self.sock.recv(65536)
-            except OSError:
-                data = b""
-            reply.update(json.loads(data) if data else {"dead": True})
-            return True
-
-        t0 = time.monotonic()
+        flight = _Flight(self.sock, limits, _proc.Capture(reads, limits.output_bytes), oom0, pids0)
         try:
             try:
                 self.sock.sendmsg([b"job"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", owned))])
             except OSError:
-                reply["dead"] = True
+                flight.reply["dead"] = True
         finally:
             for fd in owned:
                 os.close(fd)
+        return flight
+
+    async def _pump_on_loop(self, flight: _Flight) -> str:
+        """`Capture.pump` as loop readers: 'done' (pipes closed and the reply read), 'timeout' or
+        'output' (a cap was exceeded)."""
+        loop = asyncio.get_running_loop()
+        cap, sock_fd = flight.cap, flight.sock.fileno()
+        settled: asyncio.Future[str] = loop.create_future()
+        watched = set(cap.fds.values())
+
+        def finish(reason: str) -> None:
+            if not settled.done():
+                settled.set_result(reason)
+
+        def on_pipe(name: str) -> None:
+            if cap._read(name) == "output":
+                finish("output")
+            elif name not in cap.open:  # EOF
+                fd = cap.fds[name]
+                loop.remove_reader(fd)
+                watched.discard(fd)
+                if not watched:
+                    finish("done")
+
+        def on_sock() -> None:
+            loop.remove_reader(sock_fd)
+            watched.discard(sock_fd)
+            flight.on_reply()
+            if not watched:
+                finish("done")
+
+        for name, fd in cap.fds.items():
+            loop.add_reader(fd, on_pipe, name)
+        loop.add_reader(sock_fd, on_sock)
+        watched.add(sock_fd)
+        timer = loop.call_later(max(0.0, flight.deadline - time.monotonic()), finish, "timeout")
         try:
-            reason = "done" if reply else cap.pump(t0 + limits.wall_time_s, self.sock.fileno(), on_reply)
-            wall = time.monotonic() - t0
-            if reason != "done" or reply.get("dead") or reply.get("recycle") or "status" not in reply:
-                box.stats["worker_recycles"] += 1
-                self.stop()  # kills the whole sandbox: nothing of this job survives
-                cap.drain()
+            return await settled
         finally:
-            cap.close()
-        counted = self.slot is not None and self.slot.version != "none"
-        oom = counted and self.slot.counters(True)[0] > oom0  # refreshed once; `_result` reuses it
+            timer.cancel()
+            for fd in watched:
+                loop.remove_reader(fd)
+
+    def _broken(self, flight: _Flight, reason: str) -> bool:
+        """Whether the worker must go after this job (a limit hit, death, protocol error, or its ask)."""
+        reply = flight.reply
+        return reason != "done" or bool(reply.get("dead") or reply.get("recycle")) or "status" not in reply
+
+    def _recycle(self, cap: _proc.Capture) -> None:
+        self.box.stats["worker_recycles"] += 1
+        self.stop()  # kills the whole sandbox: nothing of this job survives
+        cap.drain()
+
+    def _finish(self, flight: _Flight, reason: str, wall: float) -> ExecResult | None:
+        """The job's result; None when the worker died before running it (retry it on a fresh one).
+        Raises SandboxError when the worker reported an error of its own."""
+        box, slot, reply, limits = self.box, self.slot, flight.reply, flight.limits
+        counted = slot is not None and slot.version != "none"
+        oom = counted and slot.counters(True)[0] > flight.oom0  # refreshed once; `_result` reuses it
         if reason == "done" and "status" not in reply and not oom:
-            if retry and not reply.get("error"):
-                if borrowed:
-                    raise NeedsSlotThread  # the retry (a fresh worker) belongs to the slot thread
-                return self.run(job, plan, retry=False)
-            raise SandboxError(f"warm worker failed: {reply.get('error') or self.stderr_tail()!r}")
+            if reply.get("error"):
+                raise SandboxError(f"warm worker failed: {reply['error']!r}")
+            return None
         if "status" in reply:
             code = os.waitstatus_to_exitcode(reply["status"])
             exit_code, sig = (code, None) if code >= 0 else (None, -code)
         else:  # killed by us (limit) or by the OOM killer together with its worker
             exit_code, sig = None, 9
         return box._result(
-            cap,
-            self.slot,
+            flight.cap,
+            slot,
             reason,
             exit_code,
             sig,
-            oom0,
-            pids0,
+            flight.oom0,
+            flight.pids0,
             wall,
             cpu=reply.get("cpu", 0.0),
             cpu_limit=limits.cpu_time_s,
@@ -260,6 +344,27 @@ class Worker:
             sweep=False,
             refresh=False,
         )
+
+
+class _Flight:
+    """One job between its hand-over to a worker and its reply."""
+
+    __slots__ = ("sock", "limits", "cap", "oom0", "pids0", "reply", "t0", "deadline")
+
+    def __init__(self, sock: socket.socket, limits: Limits, cap: _proc.Capture, oom0: int, pids0: int):
+        self.sock, self.limits, self.cap, self.oom0, self.pids0 = sock, limits, cap, oom0, pids0
+        self.reply: dict = {}
+        self.t0 = time.monotonic()
+        self.deadline = self.t0 + limits.wall_time_s
+
+    def on_reply(self) -> bool:
+        """Read the worker's reply (EOF or a broken socket reads as its death); True: it is in."""
+        try:
+            data = self.sock.recv(65536)
+        except OSError:
+            data = b""
+        self.reply.update(json.loads(data) if data else {"dead": True})
+        return True
 
 
 def _worker_rlimits() -> set[int]:

@@ -1,0 +1,128 @@
+"""`await run(job)` on a warm, idle worker runs on the caller's event loop (`sandbox.borrow`): no slot
+thread, the same results and limits as the slot-thread path, waiting for a loop's worker when all
+are busy, and a fall-back to the slot threads whenever the loop cannot do the job itself."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import threading
+
+import pytest
+from sandbox_helpers import SUM, py
+
+from sandbox import LimitHit
+from sandbox.bwrap import BwrapConfig, BwrapSandbox
+
+
+def _box(slots: int) -> BwrapSandbox:
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap not installed")
+    return BwrapSandbox(BwrapConfig(slots=slots, warm_pool=True))
+
+
+def _slot_threads(box, seen: threading.Event | None = None) -> list[int]:
+    """Record the thread of every job that reaches a slot thread (and set `seen`)."""
+    calls: list[int] = []
+    inner = box._run_blocking
+
+    def spy(job):
+        calls.append(threading.get_ident())
+        if seen is not None:
+            seen.set()
+        return inner(job)
+
+    box._run_blocking = spy
+    return calls
+
+
+async def _healthy(box) -> None:
+    res = await box.run(py(SUM, stdin=b"1 2 3"))
+    assert res.ok, res
+    assert res.stdout == b"6\n"
+
+
+def test_warm_jobs_run_on_the_loop_with_the_same_limits():
+    box = _box(1)
+
+    async def main():
+        await box.warm_up()
+        slot_calls = _slot_threads(box)
+        for _ in range(3):
+            await _healthy(box)
+        assert slot_calls == [] and box.stats["worker_starts"] == 1
+
+        loud = await box.run(py("import sys\nsys.stdout.write('x' * 100000)", output_bytes=1000))
+        assert loud.limit_hit is LimitHit.OUTPUT and loud.stdout == b"x" * 1000
+        assert box.stats["worker_recycles"] == 1  # over the cap: the sandbox is killed
+        await _healthy(box)  # the dead worker is not borrowed: the slot thread starts a new one
+        assert len(slot_calls) == 1 and box.stats["worker_starts"] == 2
+
+        res = await box.run(py("while True:\n    pass", wall_time_s=0.5))
+        assert res.limit_hit is LimitHit.WALL_TIME and box.stats["worker_recycles"] == 2
+        failed = await box.run(py("import sys\nprint('out')\nsys.exit(3)"))
+        assert failed.exit_code == 3 and failed.stdout == b"out\n" and len(slot_calls) == 2
+
+    try:
+        asyncio.run(main())
+    finally:
+        box.close_sync()
+
+
+def test_more_jobs_than_workers_wait_on_the_loop():
+    box = _box(2)
+
+    async def main():
+        await box.warm_up()
+        slot_calls = _slot_threads(box)
+        results = await asyncio.gather(*(box.run(py(f"print({i} * 7)")) for i in range(12)))
+        assert [r.stdout for r in results] == [f"{i * 7}\n".encode() for i in range(12)]
+        assert slot_calls == []  # every job waited for a worker the loop handed back
+        assert box._loop_jobs == 0 and not box._loop_waiters
+
+    try:
+        asyncio.run(main())
+    finally:
+        box.close_sync()
+
+
+def test_workers_busy_with_thread_jobs_send_the_job_to_the_slot_threads():
+    box = _box(1)
+
+    async def main():
+        await box.warm_up()
+        reached = threading.Event()
+        slot_calls = _slot_threads(box, reached)
+        worker = box._workers[0]
+        worker.lock.acquire()  # as if a thread were running a job on it: no loop job to wait for
+        try:
+            task = asyncio.ensure_future(box.run(py("print(6 * 7)")))
+            assert await asyncio.to_thread(reached.wait, 30)  # fell back to the slot thread
+            assert not task.done()
+        finally:
+            worker.lock.release()
+        assert (await task).stdout == b"42\n" and len(slot_calls) == 1
+
+    try:
+        asyncio.run(main())
+    finally:
+        box.close_sync()
+
+
+def test_a_cancelled_loop_job_takes_its_worker_down():
+    box = _box(1)
+
+    async def main():
+        await box.warm_up()
+        slot_calls = _slot_threads(box)
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(box.run(py("while True:\n    pass", wall_time_s=60)), 0.5)
+        assert box.stats["worker_recycles"] == 1 and not box._workers[0].alive()
+        assert not box._workers[0].lock.locked() and box._loop_jobs == 0
+        await _healthy(box)  # a fresh worker from the slot thread
+        assert len(slot_calls) == 1 and box.stats["worker_starts"] == 2
+
+    try:
+        asyncio.run(main())
+    finally:
+        box.close_sync()
