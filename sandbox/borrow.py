@@ -13,7 +13,9 @@ when that thread spawns it), but any thread may run a job on a warm, idle worker
 When every worker is busy and at least one of them runs a job for an event loop, `run` waits for
 the next worker a loop hands back (a loop job frees its worker without any thread in between); when
 none is (they all run jobs for threads), the job goes through `submit`. So does anything else a
-borrower cannot do: start or restart a worker, a job that is not for the warm pool.
+borrower cannot do: a job that is not for the warm pool, or one that finds a slot without a live
+worker (never started, or killed after a limit hit); `run` then also has every slot thread start
+its worker in the background (`_warm_all`), so that the next jobs find them all warm.
 """
 
 from __future__ import annotations
@@ -42,6 +44,14 @@ class WarmBorrowing:
     def submit(self, job: Job) -> Future[ExecResult]:
         raise NotImplementedError
 
+    def _warm_all(self) -> Future[None]:
+        """Have every slot thread start its worker if it has no live one (`warm_slots`)."""
+        raise NotImplementedError
+
+    async def warm_up(self) -> None:
+        """Start every slot's warm worker now instead of on its first Python job."""
+        await asyncio.wrap_future(self._warm_all())
+
     def _borrow_plan(self, job: Job) -> dict | None:
         """How a warm worker runs `job`, or None when it must go through `submit`."""
         raise NotImplementedError
@@ -60,6 +70,7 @@ class WarmBorrowing:
         self._loop_lock = threading.Lock()  # guards the two below
         self._loop_jobs = 0  # jobs running for event loops now
         self._loop_waiters: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = deque()
+        self._rewarm: Future[None] | None = None  # the `_warm_all` that `run` started, if any
 
     def _idle_worker(self, job: Job):
         """A warm, idle worker for `job` with its lock held by the caller; None if there is none."""
@@ -72,15 +83,19 @@ class WarmBorrowing:
                 w.lock.release()
         return None
 
-    def _borrow(self, job: Job):
-        """(worker with its lock held, plan) for a borrowed run, or None."""
-        if self._closed:
-            return None
-        plan = self._borrow_plan(job)
-        if plan is None:
-            return None
-        w = self._idle_worker(job)
-        return None if w is None else (w, plan)
+    def _all_alive(self) -> bool:
+        with self._workers_lock:
+            workers = list(self._workers)
+        return len(workers) == self.config.slots and all(w.alive() for w in workers)
+
+    def _start_missing_workers(self) -> None:
+        """Some slot has no live worker: start them all in the background, one `_warm_all` at a time."""
+        with self._loop_lock:
+            if self._rewarm is None or self._rewarm.done():
+                try:
+                    self._rewarm = self._warm_all()
+                except RuntimeError:  # closed meanwhile: its slot threads are gone
+                    pass
 
     def _counted(self, result: ExecResult) -> ExecResult:
         self.stats["jobs"] += 1
@@ -89,10 +104,10 @@ class WarmBorrowing:
 
     def _run_borrowed(self, job: Job) -> ExecResult | None:
         """`job` on the calling thread; None if it needs a slot thread (nothing of it has run then)."""
-        borrowed = self._borrow(job)
-        if borrowed is None:
+        plan = None if self._closed else self._borrow_plan(job)
+        w = None if plan is None else self._idle_worker(job)
+        if w is None:
             return None
-        w, plan = borrowed
         try:
             return self._counted(w.run(job, plan, borrowed=True))
         except NeedsSlotThread:
@@ -102,13 +117,17 @@ class WarmBorrowing:
 
     async def _run_on_loop(self, job: Job) -> ExecResult | None:
         """`job` on the calling event loop; None if it needs a slot thread."""
-        while True:
-            borrowed = self._borrow(job)
-            if borrowed is not None:
-                break
-            if self._closed or self._borrow_plan(job) is None or not await self._next_loop_release():
+        plan = None if self._closed else self._borrow_plan(job)
+        if plan is None:
+            return None
+        while (w := self._idle_worker(job)) is None:
+            if self._closed:
                 return None
-        w, plan = borrowed
+            if not self._all_alive():
+                self._start_missing_workers()
+                return None
+            if not await self._next_loop_release():
+                return None
         with self._loop_lock:
             self._loop_jobs += 1
         try:

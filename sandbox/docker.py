@@ -228,11 +228,14 @@ class DockerSandbox(WarmBorrowing, SlotResults):
             raise SandboxError("sandbox is closed")
         return self._pool.submit(self._run_blocking, job)
 
-    async def warm_up(self) -> None:
-        """Start every slot's container now (each slot thread starts its own; see `warm_slots`)."""
-        await asyncio.wrap_future(
-            warm_slots(self._pool, self.config.slots, lambda: self._local_worker().ensure())
-        )
+    def _warm_all(self) -> Future[None]:
+        """Every slot thread starts its container if it has no live one (see `warm_slots`)."""
+        return warm_slots(self._pool, self.config.slots, self._warm_slot)
+
+    def _warm_slot(self) -> None:
+        w = self._local_worker()
+        with w.lock:  # a borrower may be running a job on it
+            w.ensure()
 
     async def close(self) -> None:
         await asyncio.get_running_loop().run_in_executor(None, self._shutdown)

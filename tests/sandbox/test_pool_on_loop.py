@@ -69,6 +69,25 @@ def test_warm_jobs_run_on_the_loop_with_the_same_limits():
         box.close_sync()
 
 
+def test_a_cold_pool_starts_every_slot_worker_then_runs_on_the_loop():
+    box = _box(2)
+
+    async def main():
+        slot_calls = _slot_threads(box)
+        await _healthy(box)  # no worker yet: the slot thread runs it and every slot is started
+        assert len(slot_calls) == 1 and box._rewarm is not None
+        await asyncio.wrap_future(box._rewarm)
+        assert len(box._workers) == 2 and all(w.alive() for w in box._workers)
+        results = await asyncio.gather(*(box.run(py(f"print({i})")) for i in range(6)))
+        assert [r.stdout for r in results] == [f"{i}\n".encode() for i in range(6)]
+        assert len(slot_calls) == 1 and box.stats["worker_starts"] == 2
+
+    try:
+        asyncio.run(main())
+    finally:
+        box.close_sync()
+
+
 def test_more_jobs_than_workers_wait_on_the_loop():
     box = _box(2)
 
