@@ -131,11 +131,10 @@ class WarmBorrowing:
         with self._loop_lock:
             self._loop_jobs += 1
         try:
-            return self._counted(await w.run_async(job, plan))
+            return self._counted(await w.run_async(job, plan))  # it releases the worker's lock
         except NeedsSlotThread:
             return None
         finally:
-            w.lock.release()
             with self._loop_lock:
                 self._loop_jobs -= 1
                 waiter = self._loop_waiters.popleft() if self._loop_waiters else None

@@ -204,25 +204,36 @@ class Worker:
         raise SandboxError(f"warm worker failed: {self.stderr_tail()!r}")
 
     async def run_async(self, job: Job, plan: dict) -> ExecResult:
-        """`run` on the calling event loop (caller holds `lock`, the worker is `warm_for(job)`): the
-        pipes and the control socket are read by loop callbacks, so no thread waits for the job and
-        no GIL changes hands per system call. Raises NeedsSlotThread where `run` would retry on a
-        fresh worker. Cancelled mid-job: the worker is killed (nothing of the job survives)."""
-        flight = self._send(job, plan)
-        recycled = False
+        """`run` on the calling event loop. The caller holds `lock` and the worker is `warm_for(job)`;
+        this releases the lock. The pipes and the control socket are read by loop callbacks, so no
+        thread waits for the job and no GIL changes hands per system call. Killing the worker (a
+        limit hit, or this call cancelled mid-job: nothing of the job survives) runs in a thread,
+        never on the loop; a cancelled call frees the worker only once it is gone. Raises
+        NeedsSlotThread where `run` would retry on a fresh worker."""
+        try:
+            flight = self._send(job, plan)
+        except BaseException:
+            self.lock.release()
+            raise
         try:
             reason = "done" if flight.reply else await self._pump_on_loop(flight)
-            wall = time.monotonic() - flight.t0
-            if self._broken(flight, reason):
-                recycled = True
-                await asyncio.to_thread(self._recycle, flight.cap)  # a kill and reap: off the loop
         except BaseException:
-            if not recycled:
-                self._recycle(flight.cap)
+            flight.cap.close()
+            threading.Thread(target=self._abandon, name="worker-kill", daemon=True).start()
             raise
+        wall = time.monotonic() - flight.t0
+        if self._broken(flight, reason):
+            kill = asyncio.get_running_loop().run_in_executor(None, self._recycle, flight.cap)
+            try:
+                await asyncio.shield(kill)
+            except BaseException:  # cancelled while the worker is killed: free it after that
+                kill.add_done_callback(lambda _: (flight.cap.close(), self.lock.release()))
+                raise
+        try:
+            result = self._finish(flight, reason, wall)
         finally:
             flight.cap.close()
-        result = self._finish(flight, reason, wall)
+            self.lock.release()
         if result is None:
             raise NeedsSlotThread
         return result
@@ -276,7 +287,11 @@ class Worker:
                 settled.set_result(reason)
 
         def on_pipe(name: str) -> None:
-            if cap._read(name) == "output":
+            try:
+                over = cap._read(name) == "output"
+            except OSError as e:
+                return fail(e)
+            if over:
                 finish("output")
             elif name not in cap.open:  # EOF
                 fd = cap.fds[name]
@@ -288,9 +303,16 @@ class Worker:
         def on_sock() -> None:
             loop.remove_reader(sock_fd)
             watched.discard(sock_fd)
-            flight.on_reply()
+            try:
+                flight.on_reply()
+            except ValueError as e:  # not JSON: the worker is broken, as `run` would raise
+                return fail(e)
             if not watched:
                 finish("done")
+
+        def fail(e: Exception) -> None:
+            if not settled.done():
+                settled.set_exception(e)
 
         for name, fd in cap.fds.items():
             loop.add_reader(fd, on_pipe, name)
@@ -313,6 +335,14 @@ class Worker:
         self.box.stats["worker_recycles"] += 1
         self.stop()  # kills the whole sandbox: nothing of this job survives
         cap.drain()
+
+    def _abandon(self) -> None:
+        """A loop job was given up mid-way (cancelled, or its pump failed): kill the worker, free it."""
+        try:
+            self.box.stats["worker_recycles"] += 1
+            self.stop()
+        finally:
+            self.lock.release()
 
     def _finish(self, flight: _Flight, reason: str, wall: float) -> ExecResult | None:
         """The job's result; None when the worker died before running it (retry it on a fresh one).

@@ -128,16 +128,23 @@ def test_workers_busy_with_thread_jobs_send_the_job_to_the_slot_threads():
         box.close_sync()
 
 
-def test_a_cancelled_loop_job_takes_its_worker_down():
+def test_a_cancelled_loop_job_takes_its_worker_down_off_the_loop():
     box = _box(1)
 
     async def main():
         await box.warm_up()
         slot_calls = _slot_threads(box)
+        worker = box._workers[0]
+        stopped_on: list[int] = []
+        stop = worker.stop
+        worker.stop = lambda: (stopped_on.append(threading.get_ident()), stop())[1]
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(box.run(py("while True:\n    pass", wall_time_s=60)), 0.5)
-        assert box.stats["worker_recycles"] == 1 and not box._workers[0].alive()
-        assert not box._workers[0].lock.locked() and box._loop_jobs == 0
+        assert box._loop_jobs == 0
+        assert await asyncio.to_thread(worker.lock.acquire, True, 30)  # freed once the kill is done
+        worker.lock.release()
+        assert stopped_on and threading.get_ident() not in stopped_on  # killed by a thread
+        assert box.stats["worker_recycles"] == 1 and not worker.alive()
         await _healthy(box)  # a fresh worker from the slot thread
         assert len(slot_calls) == 1 and box.stats["worker_starts"] == 2
 
