@@ -25,7 +25,7 @@ import threading
 from collections import deque
 from concurrent.futures import Future
 
-from sandbox.core import ExecResult, Job
+from sandbox.core import ExecResult, Job, SandboxError
 
 
 class NeedsSlotThread(Exception):
@@ -61,9 +61,25 @@ class WarmBorrowing:
         return result if result is not None else await asyncio.wrap_future(self.submit(job))
 
     def run_sync(self, job: Job) -> ExecResult:
-        """Blocking run: on the calling thread with an idle warm worker, else through `submit`."""
+        """Blocking run: on the calling thread with an idle warm worker, else through `submit`.
+        Called on an event loop whose own `run` jobs hold workers, it raises SandboxError instead of
+        waiting for them (they cannot finish while it blocks their loop)."""
         result = self._run_borrowed(job)
-        return result if result is not None else self.submit(job).result()
+        if result is not None:
+            return result
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is not None:
+            with self._workers_lock:
+                mine = any(w.loop is loop for w in self._workers)
+            if mine:
+                raise SandboxError(
+                    "run_sync() on an event loop whose own jobs hold this sandbox's workers would wait "
+                    "for itself: await run(job) instead"
+                )
+        return self.submit(job).result()
 
     def _init_borrowing(self) -> None:
         """Call from the backend's `__init__`."""
@@ -128,6 +144,7 @@ class WarmBorrowing:
                 return None
             if not await self._next_loop_release():
                 return None
+        loop = w.loop = asyncio.get_running_loop()
         with self._loop_lock:
             self._loop_jobs += 1
         try:
@@ -135,6 +152,8 @@ class WarmBorrowing:
         except NeedsSlotThread:
             return None
         finally:
+            if w.loop is loop:  # (another loop's job may have taken the worker since)
+                w.loop = None
             with self._loop_lock:
                 self._loop_jobs -= 1
                 waiter = self._loop_waiters.popleft() if self._loop_waiters else None

@@ -99,6 +99,7 @@ class Worker:
         self.err_fd: int | None = None
         self.scratch_mb: int | None = None
         self.lock = threading.Lock()
+        self.loop = None  # the event loop whose job runs here now (`sandbox.borrow`), if any
 
     # ------------------------------------------------------------ lifecycle
     def alive(self) -> bool:

@@ -11,7 +11,7 @@ import threading
 import pytest
 from sandbox_helpers import SUM, py
 
-from sandbox import LimitHit
+from sandbox import LimitHit, SandboxError
 from sandbox.bwrap import BwrapConfig, BwrapSandbox
 
 
@@ -121,6 +121,26 @@ def test_workers_busy_with_thread_jobs_send_the_job_to_the_slot_threads():
         finally:
             worker.lock.release()
         assert (await task).stdout == b"42\n" and len(slot_calls) == 1
+
+    try:
+        asyncio.run(main())
+    finally:
+        box.close_sync()
+
+
+def test_run_sync_on_a_loop_whose_jobs_hold_the_workers_raises_instead_of_hanging():
+    box = _box(1)
+
+    async def main():
+        await box.warm_up()
+        busy = asyncio.ensure_future(box.run(py("import sys\nprint(sys.stdin.read())", stdin=b"x" * 10)))
+        await asyncio.sleep(0)  # let it take the worker (a step of the loop, not a timed wait)
+        assert box._workers[0].loop is asyncio.get_running_loop()
+        with pytest.raises(SandboxError, match="await run"):
+            box.run_sync(py("print(1)"))
+        assert (await busy).stdout == b"x" * 10 + b"\n"
+        assert box._workers[0].loop is None
+        assert box.run_sync(py("print(1)")).stdout == b"1\n"  # an idle worker: borrowed here
 
     try:
         asyncio.run(main())
