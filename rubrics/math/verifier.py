@@ -60,10 +60,6 @@ def _done(v: Verdict) -> Verdict:
     return v
 
 
-def _structure(answers: tuple[str, ...], policy: MathPolicy) -> Node:
-    return _group([parse_answer(normalize(a, policy)) for a in answers], flatten=True)
-
-
 class Gold:
     """The gold side of a check: its answers and option letter at once; its unit-free and normalised
     forms and its parsed structure on first use (a check needs them only once it has an answer to
