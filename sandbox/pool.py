@@ -25,6 +25,7 @@ import select
 import socket
 import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 from sandbox import _proc
@@ -224,9 +225,9 @@ class Worker:
             raise
         wall = time.monotonic() - flight.t0
         if self._broken(flight, reason):
-            kill = asyncio.get_running_loop().run_in_executor(None, self._recycle, flight.cap)
+            kill = self._kill_in_thread(flight.cap)
             try:
-                await asyncio.shield(kill)
+                await asyncio.wrap_future(kill)
             except BaseException:  # cancelled while the worker is killed: free it after that
                 kill.add_done_callback(lambda _: (flight.cap.close(), self.lock.release()))
                 raise
@@ -336,6 +337,23 @@ class Worker:
         self.box.stats["worker_recycles"] += 1
         self.stop()  # kills the whole sandbox: nothing of this job survives
         cap.drain()
+
+    def _kill_in_thread(self, cap: _proc.Capture) -> Future[None]:
+        """`_recycle` on a thread of its own. The future is running at once, so cancelling an await
+        of it cannot stop the kill, and its callbacks run without any event loop."""
+        done: Future[None] = Future()
+        done.set_running_or_notify_cancel()
+
+        def kill() -> None:
+            try:
+                self._recycle(cap)
+            except BaseException as e:
+                done.set_exception(e)
+            else:
+                done.set_result(None)
+
+        threading.Thread(target=kill, name="worker-kill", daemon=True).start()
+        return done
 
     def _abandon(self) -> None:
         """A loop job was given up mid-way (cancelled, or its pump failed): kill the worker, free it."""
