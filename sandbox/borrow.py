@@ -6,9 +6,9 @@ when that thread spawns it), but any thread may run a job on a warm, idle worker
 
 * `run_sync` borrows an idle worker on the calling thread: no hand-off to the slot thread.
 * `run` borrows one on the calling event loop (`Worker.run_async`): the loop reads the job's pipes
-  and the worker's reply itself, so no thread blocks per job and the GIL does not change hands at
-  every system call (two threads each running jobs lose ~25% of the throughput of one loop to
-  that hand-off on a 2-core host).
+  and the worker's reply itself, so no thread blocks per job and no job waits for a hand-off to a
+  thread and back (sequential p50 0.83-0.95x of the slot-thread path in paired runs, see
+  benchmarks/results/sandbox_bench.md).
 
 When every worker is busy and at least one of them runs a job for an event loop, `run` waits for
 the next worker a loop hands back (a loop job frees its worker without any thread in between); when
@@ -33,8 +33,9 @@ class NeedsSlotThread(Exception):
 
 
 class WarmBorrowing:
-    """Mixin for a warm-pool backend. The backend provides `_workers` (guarded by `_workers_lock`),
-    `_closed`, `stats`, `submit(job)` and `_borrow_plan(job)`."""
+    """Mixin for a warm-pool backend. The backend provides `config.slots`, `_workers` (guarded by
+    `_workers_lock`), `_closed`, `stats`, `submit(job)`, `_warm_all()` and `_borrow_plan(job)`, and
+    calls `_init_borrowing()` in its `__init__`."""
 
     _workers: list
     _workers_lock: threading.Lock
