@@ -33,9 +33,9 @@ class NeedsSlotThread(Exception):
 
 
 class WarmBorrowing:
-    """Mixin for a warm-pool backend. The backend provides `config.slots`, `_workers` (guarded by
-    `_workers_lock`), `_closed`, `stats`, `submit(job)`, `_warm_all()` and `_borrow_plan(job)`, and
-    calls `_init_borrowing()` in its `__init__`."""
+    """Mixin for a warm-pool backend. The backend provides `config.slots`, its slot threads `_pool`,
+    `_workers` (guarded by `_workers_lock`), `_closed`, `stats`, `submit(job)`, `_warm_slot()` and
+    `_borrow_plan(job)`, and calls `_init_borrowing()` in its `__init__`."""
 
     _workers: list
     _workers_lock: threading.Lock
@@ -45,9 +45,15 @@ class WarmBorrowing:
     def submit(self, job: Job) -> Future[ExecResult]:
         raise NotImplementedError
 
-    def _warm_all(self) -> Future[None]:
-        """Have every slot thread start its worker if it has no live one (`warm_slots`)."""
+    def _warm_slot(self) -> None:
+        """On a slot thread: start its worker if it has no live one (holding the worker's lock)."""
         raise NotImplementedError
+
+    def _warm_all(self) -> Future[None]:
+        """Have every slot thread of `_pool` run `_warm_slot` once (`warm_slots`)."""
+        from sandbox.bwrap import warm_slots
+
+        return warm_slots(self._pool, self.config.slots, self._warm_slot)
 
     async def warm_up(self) -> None:
         """Start every slot's warm worker now instead of on its first Python job."""

@@ -276,9 +276,6 @@ class BwrapSandbox(WarmBorrowing, SlotResults):
             raise SandboxError("sandbox is closed")
         return self._pool.submit(self._run_blocking, job)
 
-    def _warm_all(self) -> Future[None]:
-        return warm_slots(self._pool, self.config.slots, self._warm_slot)
-
     async def close(self) -> None:
         await asyncio.get_running_loop().run_in_executor(None, self._shutdown)
 

@@ -33,7 +33,7 @@ from queue import SimpleQueue
 
 from sandbox import _proc
 from sandbox.borrow import WarmBorrowing
-from sandbox.bwrap import PRELOAD, SlotResults, warm_slots
+from sandbox.bwrap import PRELOAD, SlotResults
 from sandbox.cgroups import ROOT, Slot, _pid_alive
 from sandbox.core import ExecResult, Job, Limits, SandboxError, SandboxUnavailable
 from sandbox.harness import RUNNER_SRC
@@ -227,10 +227,6 @@ class DockerSandbox(WarmBorrowing, SlotResults):
         if self._closed:
             raise SandboxError("sandbox is closed")
         return self._pool.submit(self._run_blocking, job)
-
-    def _warm_all(self) -> Future[None]:
-        """Every slot thread starts its container if it has no live one (see `warm_slots`)."""
-        return warm_slots(self._pool, self.config.slots, self._warm_slot)
 
     def _warm_slot(self) -> None:
         w = self._local_worker()

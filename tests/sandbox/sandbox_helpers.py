@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from sandbox.core import Job, Limits
 
 SUM = "import sys; print(sum(map(int, sys.stdin.read().split())))"
@@ -23,3 +25,18 @@ def assert_healthy(box) -> None:
     res = box.run_sync(py(SUM, stdin=b"1 2 3"))
     assert res.ok, res
     assert res.stdout == b"6\n"
+
+
+def slot_thread_calls(box, seen: threading.Event | None = None) -> list[int]:
+    """Record the thread of every job that reaches one of `box`'s slot threads (and set `seen`)."""
+    calls: list[int] = []
+    inner = box._run_blocking
+
+    def spy(job):
+        calls.append(threading.get_ident())
+        if seen is not None:
+            seen.set()
+        return inner(job)
+
+    box._run_blocking = spy
+    return calls

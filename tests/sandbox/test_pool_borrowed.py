@@ -6,7 +6,7 @@ import shutil
 import threading
 
 import pytest
-from sandbox_helpers import assert_healthy, py
+from sandbox_helpers import assert_healthy, py, slot_thread_calls
 
 from sandbox import LimitHit
 from sandbox.bwrap import BwrapConfig, BwrapSandbox
@@ -21,21 +21,6 @@ def box():
     b.close_sync()
 
 
-def _slot_threads(box, seen: threading.Event | None = None) -> list[int]:
-    """Record the thread of every job that reaches a slot thread (and set `seen`)."""
-    calls: list[int] = []
-    inner = box._run_blocking
-
-    def spy(job):
-        calls.append(threading.get_ident())
-        if seen is not None:
-            seen.set()
-        return inner(job)
-
-    box._run_blocking = spy
-    return calls
-
-
 def _in_slot_cgroup(box) -> bool:
     if box.cgroups is None:
         return True
@@ -46,7 +31,7 @@ def _in_slot_cgroup(box) -> bool:
 
 
 def test_warm_worker_is_borrowed_and_restarts_stay_on_the_slot_thread(box):
-    slot_calls = _slot_threads(box)
+    slot_calls = slot_thread_calls(box)
     assert_healthy(box)  # no worker yet: the slot thread starts it
     assert len(slot_calls) == 1 and slot_calls[0] != threading.get_ident()
     for _ in range(3):
@@ -64,7 +49,7 @@ def test_warm_worker_is_borrowed_and_restarts_stay_on_the_slot_thread(box):
 def test_a_busy_worker_is_not_borrowed(box):
     assert_healthy(box)
     reached = threading.Event()
-    slot_calls = _slot_threads(box, reached)
+    slot_calls = slot_thread_calls(box, reached)
     worker = box._workers[0]
     with worker.lock:  # as if the slot thread were running a job on it
         done = []

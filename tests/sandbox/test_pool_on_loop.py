@@ -9,31 +9,21 @@ import shutil
 import threading
 
 import pytest
-from sandbox_helpers import SUM, py
+from sandbox_helpers import SUM, py, slot_thread_calls
 
 from sandbox import LimitHit, SandboxError
 from sandbox.bwrap import BwrapConfig, BwrapSandbox
 
 
-def _box(slots: int) -> BwrapSandbox:
+def _on_loop(slots: int, test) -> None:
+    """`asyncio.run(test(box))` on a fresh warm pool of `slots` slots, closed afterwards."""
     if shutil.which("bwrap") is None:
         pytest.skip("bubblewrap not installed")
-    return BwrapSandbox(BwrapConfig(slots=slots, warm_pool=True))
-
-
-def _slot_threads(box, seen: threading.Event | None = None) -> list[int]:
-    """Record the thread of every job that reaches a slot thread (and set `seen`)."""
-    calls: list[int] = []
-    inner = box._run_blocking
-
-    def spy(job):
-        calls.append(threading.get_ident())
-        if seen is not None:
-            seen.set()
-        return inner(job)
-
-    box._run_blocking = spy
-    return calls
+    box = BwrapSandbox(BwrapConfig(slots=slots, warm_pool=True))
+    try:
+        asyncio.run(test(box))
+    finally:
+        box.close_sync()
 
 
 async def _healthy(box) -> None:
@@ -43,11 +33,9 @@ async def _healthy(box) -> None:
 
 
 def test_warm_jobs_run_on_the_loop_with_the_same_limits():
-    box = _box(1)
-
-    async def main():
+    async def main(box):
         await box.warm_up()
-        slot_calls = _slot_threads(box)
+        slot_calls = slot_thread_calls(box)
         for _ in range(3):
             await _healthy(box)
         assert slot_calls == [] and box.stats["worker_starts"] == 1
@@ -63,17 +51,12 @@ def test_warm_jobs_run_on_the_loop_with_the_same_limits():
         failed = await box.run(py("import sys\nprint('out')\nsys.exit(3)"))
         assert failed.exit_code == 3 and failed.stdout == b"out\n" and len(slot_calls) == 2
 
-    try:
-        asyncio.run(main())
-    finally:
-        box.close_sync()
+    _on_loop(1, main)
 
 
 def test_a_cold_pool_starts_every_slot_worker_then_runs_on_the_loop():
-    box = _box(2)
-
-    async def main():
-        slot_calls = _slot_threads(box)
+    async def main(box):
+        slot_calls = slot_thread_calls(box)
         await _healthy(box)  # no worker yet: the slot thread runs it and every slot is started
         assert len(slot_calls) == 1 and box._rewarm is not None
         await asyncio.wrap_future(box._rewarm)
@@ -82,36 +65,26 @@ def test_a_cold_pool_starts_every_slot_worker_then_runs_on_the_loop():
         assert [r.stdout for r in results] == [f"{i}\n".encode() for i in range(6)]
         assert len(slot_calls) == 1 and box.stats["worker_starts"] == 2
 
-    try:
-        asyncio.run(main())
-    finally:
-        box.close_sync()
+    _on_loop(2, main)
 
 
 def test_more_jobs_than_workers_wait_on_the_loop():
-    box = _box(2)
-
-    async def main():
+    async def main(box):
         await box.warm_up()
-        slot_calls = _slot_threads(box)
+        slot_calls = slot_thread_calls(box)
         results = await asyncio.gather(*(box.run(py(f"print({i} * 7)")) for i in range(12)))
         assert [r.stdout for r in results] == [f"{i * 7}\n".encode() for i in range(12)]
         assert slot_calls == []  # every job waited for a worker the loop handed back
         assert box._loop_jobs == 0 and not box._loop_waiters
 
-    try:
-        asyncio.run(main())
-    finally:
-        box.close_sync()
+    _on_loop(2, main)
 
 
-def test_workers_busy_with_thread_jobs_send_the_job_to_the_slot_threads():
-    box = _box(1)
-
-    async def main():
+def test_workers_busy_with_thread_jobs_send_the_job_to_theslot_thread_calls():
+    async def main(box):
         await box.warm_up()
         reached = threading.Event()
-        slot_calls = _slot_threads(box, reached)
+        slot_calls = slot_thread_calls(box, reached)
         worker = box._workers[0]
         worker.lock.acquire()  # as if a thread were running a job on it: no loop job to wait for
         try:
@@ -122,16 +95,11 @@ def test_workers_busy_with_thread_jobs_send_the_job_to_the_slot_threads():
             worker.lock.release()
         assert (await task).stdout == b"42\n" and len(slot_calls) == 1
 
-    try:
-        asyncio.run(main())
-    finally:
-        box.close_sync()
+    _on_loop(1, main)
 
 
 def test_run_sync_on_a_loop_whose_jobs_hold_the_workers_raises_instead_of_hanging():
-    box = _box(1)
-
-    async def main():
+    async def main(box):
         await box.warm_up()
         busy = asyncio.ensure_future(box.run(py("import sys\nprint(sys.stdin.read())", stdin=b"x" * 10)))
         await asyncio.sleep(0)  # let it take the worker (a step of the loop, not a timed wait)
@@ -142,18 +110,13 @@ def test_run_sync_on_a_loop_whose_jobs_hold_the_workers_raises_instead_of_hangin
         assert box._workers[0].loop is None
         assert box.run_sync(py("print(1)")).stdout == b"1\n"  # an idle worker: borrowed here
 
-    try:
-        asyncio.run(main())
-    finally:
-        box.close_sync()
+    _on_loop(1, main)
 
 
 def test_a_cancelled_loop_job_takes_its_worker_down_off_the_loop():
-    box = _box(1)
-
-    async def main():
+    async def main(box):
         await box.warm_up()
-        slot_calls = _slot_threads(box)
+        slot_calls = slot_thread_calls(box)
         worker = box._workers[0]
         stopped_on: list[int] = []
         stop = worker.stop
@@ -168,7 +131,4 @@ def test_a_cancelled_loop_job_takes_its_worker_down_off_the_loop():
         await _healthy(box)  # a fresh worker from the slot thread
         assert len(slot_calls) == 1 and box.stats["worker_starts"] == 2
 
-    try:
-        asyncio.run(main())
-    finally:
-        box.close_sync()
+    _on_loop(1, main)
