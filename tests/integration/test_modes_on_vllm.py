@@ -38,6 +38,15 @@ def assert_decodes_to_what_the_policy_saw(tok, tokens, masks, messages):
     assert tok.decode(tokens[n:], skip_special_tokens=True) == messages[-1]["content"]
 
 
+def assert_cut_marked(tok, tokens: list, masks: list, override: dict, max_tokens: int) -> None:
+    """A completion cut at max_tokens has its advantage zeroed; one that stopped (the random model
+    rarely emits EOS, but can) does not."""
+    completion = len(tokens) - prompt_len(masks)
+    assert 0 < completion <= max_tokens
+    stopped = completion < max_tokens or tokens[-1] == tok.eos_token_id
+    assert override == ({} if stopped else {"set_advantage_to_zero": True})
+
+
 def test_process_writes_exact_tokens_html_and_resumes(vllm_server, tmp_path):
     out = tmp_path / "groups.jsonl"
     first = run_env(QA, "process", vllm_server, "--env.total_steps", "5", "--env.group_size", "3",
@@ -50,13 +59,12 @@ def test_process_writes_exact_tokens_html_and_resumes(vllm_server, tmp_path):
     for g in groups:
         assert g["tokens_exact"] is True and len(g["scores"]) == 3
         assert g["generation_params"]["temperature"] == 1.0
-        for tokens, masks, lps, msgs in zip(
-            g["tokens"], g["masks"], g["inference_logprobs"], g["messages"], strict=True
+        for tokens, masks, lps, msgs, override in zip(
+            g["tokens"], g["masks"], g["inference_logprobs"], g["messages"], g["overrides"], strict=True
         ):
             assert len(tokens) == len(masks) == len(lps)
             assert_decodes_to_what_the_policy_saw(tok, tokens, masks, msgs)
-            assert len(tokens) - prompt_len(masks) == 16  # the random model never stops early
-    assert all(o == {"set_advantage_to_zero": True} for g in groups for o in g["overrides"])
+            assert_cut_marked(tok, tokens, masks, override, max_tokens=16)
     assert (tmp_path / "groups.html").read_text().count("<details>") == 5
     again = run_env(QA, "process", vllm_server, "--env.total_steps", "7", "--env.group_size", "3",
                     "--env.data_path_to_save_groups", str(out))  # fmt: skip
@@ -135,12 +143,12 @@ def test_serve_delivers_aligned_batches_to_a_trainer(vllm_server, run_api, tmp_p
         for g in batch:
             assert g["generation_params"]["temperature"] == 0.8
             assert len(set(g["scores"])) > 1
-            assert g["overrides"] == [{"set_advantage_to_zero": True}] * 4
-            for tokens, masks, lps, msgs in zip(
-                g["tokens"], g["masks"], g["inference_logprobs"], g["messages"], strict=True
+            for tokens, masks, lps, msgs, override in zip(
+                g["tokens"], g["masks"], g["inference_logprobs"], g["messages"], g["overrides"], strict=True
             ):
                 assert len(tokens) == len(masks) == len(lps) < 512
                 n = prompt_len(masks)
+                assert_cut_marked(tok, tokens, masks, override, max_tokens=16)
                 assert all(m == -100 and lp == 1.0 for m, lp in zip(masks[:n], lps[:n], strict=True))
                 assert all(
                     m == t and lp <= 0 for m, t, lp in zip(masks[n:], tokens[n:], lps[n:], strict=True)
