@@ -31,10 +31,17 @@ POLL_S = 0.1  # longest wait between two /status-env polls
 
 
 async def run_serve(env: RubricEnv) -> None:
+    try:
+        if env.config.min_batch_allocation is not None:
+            await BaseEnv.env_manager(env)
+        else:
+            await _serve(env)
+    finally:
+        await env.close_run_api_http()
+
+
+async def _serve(env: RubricEnv) -> None:
     cfg = env.config
-    if cfg.min_batch_allocation is not None:
-        await BaseEnv.env_manager(env)
-        return
     if cfg.max_num_workers == -1:
         cfg.max_num_workers = max(1, cfg.max_concurrent_groups) * max(1, len(env.server.servers))
     await env.setup()
