@@ -11,6 +11,12 @@ puts stand-ins into `sys.modules`:
   Reading any attribute it does not define, or importing any submodule, imports the real package,
   which replaces the stand-in in `sys.modules`; the stand-in then forwards every attribute read.
   So `wandb` is only imported by `wandb.init` (`--env.use_wandb true`).
+* `openai`, `openai.types`, `openai.types.chat`: deferred-init stand-ins. atroposlib imports only
+  `ChatCompletion`/`Completion` (submodules), unless a server it builds is an OpenAI client; those
+  submodules load under the stand-ins without the packages' `__init__`s (~0.3-0.5 s: every type the
+  SDK has). Reading any other attribute of a stand-in imports the real package (and the real
+  `__init__` of every deferred package under it); the submodules already loaded are kept and bound
+  on it, so classes stay the same objects.
 * `transformers.AutoTokenizer` is the stand-in's one own attribute: it forwards everything to the
   real class except `from_pretrained`, which is `load_tokenizer` below.
 * `httpx._main`: `main` imports the real CLI module when called.
@@ -53,6 +59,8 @@ def install() -> None:
     _stand_in("wandb")
     _stand_in("markdown")  # atroposlib's jsonl2html viewer; RubricEnv writes its own HTML
     _stand_in("transformers", AutoTokenizer=AutoTokenizer)
+    for name in ("openai", "openai.types", "openai.types.chat"):  # atroposlib needs two type modules
+        _stand_in(name, deferred_init=True)
     _httpx_main_stand_in()
 
 
@@ -60,6 +68,8 @@ def install() -> None:
 class _StandIn(types.ModuleType):
     """`sys.modules[name]` until something needs an attribute the stand-in does not define; then the
     real package is imported (replacing the stand-in in `sys.modules`) and the attribute read from it."""
+
+    _deferred_init = False  # True: submodules load under the stand-in (the package's __init__ waits)
 
     def __getattr__(self, attr: str) -> Any:
         return getattr(_real(self.__name__), attr)
@@ -69,7 +79,16 @@ def _real(name: str) -> types.ModuleType:
     with _lock:
         if isinstance(sys.modules.get(name), _StandIn):
             del sys.modules[name]
-        return importlib.import_module(name)
+            for key in [k for k in sys.modules if k.startswith(name + ".")]:
+                if isinstance(sys.modules[key], _StandIn):  # a deferred subpackage's own __init__ runs too
+                    del sys.modules[key]
+        module = importlib.import_module(name)
+        for key, child in list(sys.modules.items()):  # submodules loaded under a stand-in: bind them
+            parent_name, _, attr = key.rpartition(".")
+            parent = sys.modules.get(parent_name)
+            if key.startswith(name + ".") and parent is not None and attr not in vars(parent):
+                setattr(parent, attr, child)
+        return module
 
 
 class _SubmoduleHook:
@@ -77,19 +96,24 @@ class _SubmoduleHook:
     no submodule ever runs without its package's `__init__`."""
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
-        root = fullname.partition(".")[0]
-        if root != fullname and isinstance(sys.modules.get(root), _StandIn):
-            _real(root)
+        parts = fullname.split(".")
+        for depth in range(1, len(parts)):
+            parent = sys.modules.get(".".join(parts[:depth]))
+            if isinstance(parent, _StandIn) and not parent._deferred_init:
+                _real(parent.__name__)
+                break
         return None  # the regular finders do the actual import
 
 
-def _stand_in(name: str, **attrs: Any) -> None:
-    if name in sys.modules:
+def _stand_in(name: str, deferred_init: bool = False, **attrs: Any) -> None:
+    parent = name.rpartition(".")[0]
+    if name in sys.modules or (parent and not isinstance(sys.modules.get(parent), _StandIn)):
         return
     spec = importlib.util.find_spec(name)
     if spec is None:
         return  # not installed: the real import fails where it is used
     module = _StandIn(name)
+    module._deferred_init = deferred_init
     module.__spec__ = spec  # importlib.util.find_spec(name) and `import name` keep working
     module.__file__ = spec.origin
     module.__path__ = list(spec.submodule_search_locations or [])  # `from name import x` stays lazy

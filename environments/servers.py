@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 import httpx
+from atroposlib.envs.server_handling import vllm_server
 from atroposlib.envs.server_handling.openai_server import OpenAIServer
 from atroposlib.envs.server_handling.server_baseline import APIServer, APIServerConfig
 from atroposlib.envs.server_handling.sglang_server import SGLangServer
@@ -51,9 +52,28 @@ class VLLMTokenServer(VLLMServer):
     max_batch_prompts: int = 64
 
     def __init__(self, config: APIServerConfig, reasoning_config: Any = None) -> None:
-        super().__init__(config, reasoning_config=reasoning_config)
+        # VLLMServer.__init__ without its eager `openai.AsyncClient`: token generation goes through
+        # httpx, and importing the SDK costs ~0.3-0.5 s of every start. `openai` is built on first use.
+        name = config.model_name if config.tokenizer_name == "none" else config.tokenizer_name
+        self.tokenizer = vllm_server.AutoTokenizer.from_pretrained(name)
+        APIServer.__init__(self, config, reasoning_config=reasoning_config)
+        self._openai: Any = None
         self._http: httpx.AsyncClient | None = None
         self._batcher: CompletionBatcher | None = None
+
+    @property
+    def openai(self) -> Any:
+        """VLLMServer's text-completion client (`chat_completion` / `completion` without token ids)."""
+        if self._openai is None:
+            import openai
+
+            cfg = self.config
+            self._openai = openai.AsyncClient(api_key=cfg.api_key, base_url=cfg.base_url, timeout=cfg.timeout)
+        return self._openai
+
+    @openai.setter
+    def openai(self, client: Any) -> None:
+        self._openai = client
 
     def _client(self) -> httpx.AsyncClient:
         if self._http is None or self._http.is_closed:

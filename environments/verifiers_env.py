@@ -55,7 +55,6 @@ import signal
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from openai import AsyncOpenAI
 from pydantic import Field
 
 from environments.base import RubricEnv, RubricEnvConfig
@@ -190,6 +189,8 @@ class VerifiersTask(MultiTurnTask):
         self.normalize = _message_normalizer()
         # init_state wants a client (0.2+ validates its type); the bridge never calls it: the model
         # is sampled by the runtime. A closed loopback port, so a stray call fails at once.
+        from openai import AsyncOpenAI  # the SDK itself only here (Verifiers imports it anyway)
+
         self.placeholder_client = classic_client(AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="x"))
         self.tool_parser: ToolCallParser | None = None  # set by VerifiersEnv for tool envs
         self.parse_tools: list[dict[str, Any]] = []

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
+from atroposlib.envs.server_handling.vllm_server import VLLMServer
 from transformers import AutoTokenizer
 
 from environments.completion_batcher import CompletionBatcher
@@ -213,3 +214,19 @@ async def test_token_server_batches_concurrent_calls_into_one_streamed_request(t
         assert [tok.decode(i, skip_special_tokens=True) for i in ids] == [answer]
         assert all(len(a) == len(b) for a, b in zip(ids, lps, strict=True))
     assert json.dumps(results)  # plain lists, as ManagedServer expects
+
+
+async def test_token_server_builds_its_text_client_on_first_use(tok):
+    """VLLMTokenServer initialises as atroposlib's VLLMServer does, minus the eager openai client (the
+    SDK import is start-up time the token path never uses); text calls still go through that client."""
+    with ScriptedPolicy(tok, lambda text, i: "four") as policy:
+        config = APIServerConfig(server_type="vllm", model_name="scripted", base_url=policy.base_url,
+                                 api_key="x", tokenizer_name=str(tok.name_or_path), timeout=60)  # fmt: skip
+        ours, upstream = VLLMTokenServer(config), VLLMServer(config)
+        assert ours._openai is None
+        assert set(vars(upstream)) <= set(vars(ours)) | {"openai"}  # every attribute upstream sets
+        assert type(ours.tokenizer) is type(upstream.tokenizer)
+        assert ours.tokenizer.name_or_path == upstream.tokenizer.name_or_path
+        done = await ours.chat_completion(messages=[{"role": "user", "content": "2+2?"}], n=1, max_tokens=8)
+        assert [c.message.content for c in done.choices] == ["four"]
+        assert str(ours.openai.base_url).rstrip("/") == config.base_url and ours.openai.api_key == "x"

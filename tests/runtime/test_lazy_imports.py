@@ -25,7 +25,7 @@ HEAVY = ("torch", "sympy", "math_verify", "datasets", "pygments")
 _REPORT = """
 import atexit, json, runpy, sys
 def report():
-    kinds = {m: type(sys.modules[m]).__name__ for m in ("wandb", "transformers") if m in sys.modules}
+    kinds = {m: type(sys.modules[m]).__name__ for m in ("wandb", "transformers", "openai") if m in sys.modules}
     heavy = [m for m in %r if m in sys.modules]
     print("REPORT" + json.dumps({"kinds": kinds, "heavy": heavy}))
 atexit.register(report)
@@ -46,7 +46,7 @@ def test_help_imports_nothing_heavy(script: Path):
     assert "serve" in proc.stdout and "process" in proc.stdout
     report = json.loads(proc.stdout.rsplit("REPORT", 1)[1])
     assert report["heavy"] == []
-    assert report["kinds"] == {"wandb": "_StandIn", "transformers": "_StandIn"}
+    assert report["kinds"] == {"wandb": "_StandIn", "transformers": "_StandIn", "openai": "_StandIn"}
 
 
 def test_the_verifiers_bridge_help_loads_neither_verifiers_nor_the_v1_endpoint():
@@ -72,6 +72,29 @@ print("OK", PreTrainedTokenizerFast.__module__, "torch" in sys.modules)
     proc = _python(code)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["OK", "transformers.tokenization_utils_tokenizers", "False"]
+
+
+def test_openai_type_modules_load_without_the_sdk_and_stay_the_same_classes():
+    """atroposlib's two openai type imports load under deferred-init stand-ins; the first other use of
+    openai imports the real SDK, which keeps (and binds) the modules already loaded."""
+    code = """
+import sys
+import environments, atroposlib.envs.base
+from openai.types.chat.chat_completion import ChatCompletion
+assert type(sys.modules["openai"]).__name__ == "_StandIn" and "openai._client" not in sys.modules
+import openai
+from openai import AsyncOpenAI                         # any other name imports the real SDK
+assert type(sys.modules["openai"]).__name__ == "module" and "openai._client" in sys.modules
+assert type(sys.modules["openai.types"]).__name__ == "module"
+import openai.types.chat
+assert openai.types.chat.ChatCompletion is ChatCompletion is openai.types.chat.chat_completion.ChatCompletion
+assert openai.types.Completion is sys.modules["openai.types.completion"].Completion
+client = AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="x")
+print("OK", type(client).__module__, issubclass(openai.APITimeoutError, openai.OpenAIError))
+"""
+    proc = _python(code)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["OK", "openai", "True"]
 
 
 def test_eager_switch_disables_the_shims():
@@ -218,7 +241,8 @@ def test_process_imports_neither_torch_nor_wandb_once_the_tokenizer_is_known(vll
         assert proc.returncode == 0, proc.stderr[-3000:]
         reports.append(json.loads(proc.stdout.rsplit("REPORT", 1)[1]))
     assert "torch" in reports[0]["heavy"] and reports[0]["kinds"]["transformers"] != "_StandIn"
-    assert reports[1] == {"kinds": {"wandb": "_StandIn", "transformers": "_StandIn"}, "heavy": []}
+    stand_ins = {"wandb": "_StandIn", "transformers": "_StandIn", "openai": "_StandIn"}
+    assert reports[1] == {"kinds": stand_ins, "heavy": []}
     assert [len((tmp_path / f"g{i}.jsonl").read_text().splitlines()) for i in range(2)] == [2, 2]
 
 
