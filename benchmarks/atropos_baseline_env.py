@@ -3,10 +3,17 @@ are (ManagedServer chat completion per group, reward in `collect_trajectories`),
 atroposlib's own `process` loop, which handles one group at a time.
 
 It uses the same stock-vLLM token client as rlvr-envs (atroposlib's own VLLMServer needs the archived
-custom /generate server), so the comparison isolates the processing loop.
+custom /generate server), so the comparison isolates the processing loop. With `ATROPOS_BASELINE_PROMPTS`
+naming a JSONL file of chat prompts (one message list per line, see `write_task_prompts`) it serves those,
+so both sides of a benchmark sample the same prompts; otherwise short built-in questions.
 """
 
 from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
 
 from atroposlib.envs.base import BaseEnv, BaseEnvConfig, ScoredDataGroup
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
@@ -14,6 +21,24 @@ from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 from environments.servers import VLLMTokenServer
 
 QUESTIONS = [f"What is {i} plus {i * 3}?" for i in range(64)]
+PROMPTS_ENV = "ATROPOS_BASELINE_PROMPTS"
+
+
+def write_task_prompts(env_cls: Any, path: Path, n: int = 256) -> int:
+    """Write the first `n` train prompts of an rlvr-envs environment class (default config), system
+    prompt included, for the baseline to serve; returns how many were written."""
+    config = env_cls.env_config_cls(tokenizer_name="unused")
+    items, _ = env_cls.task_cls(config).items("train")
+    prompts = [list(item.prompt) for item in items[:n]]
+    path.write_text("".join(json.dumps(p) + "\n" for p in prompts))
+    return len(prompts)
+
+
+def baseline_prompts() -> list[list[dict[str, str]]]:
+    path = os.environ.get(PROMPTS_ENV)
+    if path:
+        return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    return [[{"role": "user", "content": q}] for q in QUESTIONS]
 
 
 class AtroposBaselineEnv(BaseEnv):
@@ -26,16 +51,17 @@ class AtroposBaselineEnv(BaseEnv):
 
     async def setup(self):
         self.i = 0
+        self.prompts = baseline_prompts()
 
     async def get_next_item(self):
         self.i += 1
-        return QUESTIONS[self.i % len(QUESTIONS)]
+        return self.prompts[self.i % len(self.prompts)]
 
     async def evaluate(self, *args, **kwargs):
         return None
 
     async def collect_trajectories(self, item):
-        messages = [{"role": "user", "content": item}]
+        messages = item
         async with self.server.managed_server(tokenizer=self.tokenizer) as managed:
             await managed.chat_completion(messages=messages, n=self.config.group_size,
                                           max_tokens=self.config.max_token_length, temperature=1.0)  # fmt: skip

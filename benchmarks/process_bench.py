@@ -6,6 +6,7 @@ Rows, all measured in this run against the same server:
   * atroposlib's `process` loop (one group at a time) on a plain BaseEnv, whole command and its
     start-up floor (0 groups);
   * a raw concurrent OpenAI client (16 chat requests with n=8 in flight at once), requests only.
+All rows sample qa_env's own train prompts (system prompt included).
 Targets: whole command >= 4x atroposlib's, loop >= 70% of the raw concurrent client.
 
     python benchmarks/process_bench.py [--url http://127.0.0.1:9001/v1 --model /path/to/tiny-model]
@@ -63,14 +64,14 @@ def atropos(url: str, model: str, out: Path) -> float:
                     "--openai.api_key", "x", "--env.data_path_to_save_groups", str(out / "atropos.jsonl")])  # fmt: skip
 
 
-async def raw_client(url: str, model: str, with_tokens: bool = False) -> float:
-    """All 16 chat requests (n=8) in flight at once; `with_tokens` also asks for the sampled token ids
-    and their logprobs (what a trainer needs, and what rlvr-envs requests)."""
+async def raw_client(url: str, model: str, prompts: list, with_tokens: bool = False) -> float:
+    """All 16 chat requests (n=8, the first 16 of `prompts`) in flight at once; `with_tokens` also asks
+    for the sampled token ids and their logprobs (what a trainer needs, and what rlvr-envs requests)."""
     from openai import AsyncOpenAI
 
     client = AsyncOpenAI(base_url=url, api_key="x")
     extra = {"logprobs": True, "extra_body": {"return_token_ids": True}} if with_tokens else {}
-    messages = [[{"role": "user", "content": f"What is {i} plus {i * 3}?"}] for i in range(GROUPS)]
+    messages = prompts[:GROUPS]
     start = time.monotonic()
     results = await asyncio.gather(*(client.chat.completions.create(
         model=model, messages=m, n=N, max_tokens=TOKENS, temperature=1.0, **extra) for m in messages))  # fmt: skip
@@ -94,6 +95,18 @@ def startup_floor(url: str, model: str, out: Path) -> float:
                     "--env.total_steps", "0", "--env.data_path_to_save_groups", str(out / "floor.jsonl")])  # fmt: skip
 
 
+def same_prompts(out: Path) -> list:
+    """qa_env's train prompts (system prompt included), for the baseline and the raw client too: every
+    row of the table samples the same prompts."""
+    from atropos_baseline_env import PROMPTS_ENV, baseline_prompts, write_task_prompts
+
+    from environments.qa_env import QAEnv
+
+    write_task_prompts(QAEnv, out / "prompts.jsonl")
+    os.environ[PROMPTS_ENV] = str(out / "prompts.jsonl")
+    return baseline_prompts()
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--url", default=os.environ.get("RLVR_VLLM_URL"))
@@ -104,15 +117,16 @@ def main() -> None:
     model = args.model or str(build_tiny_model(ROOT / ".cache" / "tiny-model"))
     args.url, server = vllm_for(args.url, model, ROOT / ".cache" / "bench-vllm.log")
     try:
-        asyncio.run(raw_client(args.url, model))  # warm-up: first logprobs/compile costs
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp)
+            prompts = same_prompts(out)
+            asyncio.run(raw_client(args.url, model, prompts))  # warm-up: first logprobs/compile costs
             ours_wall, loop = ours(args.url, model, out)
             atropos_wall = atropos(args.url, model, out)
             floor = startup_floor(args.url, model, out)
             their_floor = atropos_floor(args.url, model, out)
-            raw = asyncio.run(raw_client(args.url, model))
-            raw_tokens = asyncio.run(raw_client(args.url, model, with_tokens=True))
+            raw = asyncio.run(raw_client(args.url, model, prompts))
+            raw_tokens = asyncio.run(raw_client(args.url, model, prompts, with_tokens=True))
     finally:
         if server:
             server.stop()

@@ -5,8 +5,8 @@ polls `/batch` every 50 ms, and the environment's `serve` command started agains
 server and tiny model. The trainer counts the rollouts (sequences) it receives.
 
 Environments (same server, model, group size 8, 64 completion tokens, identical-score filter off on
-both, since a random model rarely scores):
-  * rlvr-envs `math_env.py serve` (arithmetic items, math-verify rubric in its process pool);
+both, since a random model rarely scores; both sample math_env's train prompts, system prompt included):
+  * rlvr-envs `math_env.py serve` (reasoning-gym items, math-verify rubric in its process pool);
   * atroposlib's own loop on a plain gsm8k-style BaseEnv (benchmarks/atropos_baseline_env.py:
     ManagedServer chat per group, reward in `collect_trajectories`), atroposlib defaults otherwise.
 Figures: end to end = rollouts / (command start -> last batch received), what a trainer waits for;
@@ -117,6 +117,12 @@ def main() -> None:
     results: dict[str, list[tuple[float, float, float]]] = {"rlvr-envs": [], "atroposlib": []}
     try:
         with tempfile.TemporaryDirectory() as tmp:
+            from atropos_baseline_env import PROMPTS_ENV, write_task_prompts
+
+            from environments.math_env import MathEnv
+
+            write_task_prompts(MathEnv, Path(tmp) / "prompts.jsonl")
+            os.environ[PROMPTS_ENV] = str(Path(tmp) / "prompts.jsonl")  # the baseline serves them
             for r in range(args.repeats):
                 order = ["rlvr-envs", "atroposlib"] if r % 2 == 0 else ["atroposlib", "rlvr-envs"]
                 for which in order:
