@@ -36,6 +36,7 @@ from environments.server_health import (
     is_connect_error,
     unwrap,
 )
+from environments.tls import verify_for
 
 log = logging.getLogger("rlvr")
 
@@ -57,7 +58,10 @@ class RunApiClient:
         call built a TLS context each time: half of serve's CPU, with a check before every group."""
         loop = asyncio.get_running_loop()
         if self._api_http is None or self._api_http.is_closed or self._api_http_loop is not loop:
-            self._api_http = httpx.AsyncClient(timeout=30, trust_env=False)
+            url = self.config.rollout_server_url
+            self._api_http = httpx.AsyncClient(
+                timeout=30, trust_env=False, verify=verify_for(url, trust_env=False)
+            )
             self._api_http_loop = loop
         return self._api_http
 

@@ -33,6 +33,7 @@ import aiohttp
 import httpx
 
 from environments.servers import probe_url
+from environments.tls import verify_for
 
 log = logging.getLogger("rlvr")
 T = TypeVar("T")
@@ -130,7 +131,8 @@ class InferenceWatcher:
         return [s.url for s in self.states if s.down_since is not None]
 
     async def _run(self) -> None:
-        async with httpx.AsyncClient(timeout=self.probe_timeout_s, trust_env=False) as http:
+        verify = verify_for(*(probe_url(s.server) for s in self.states), trust_env=False)
+        async with httpx.AsyncClient(timeout=self.probe_timeout_s, trust_env=False, verify=verify) as http:
             while True:
                 await asyncio.gather(*(self._probe(http, s) for s in self.states))
                 self._account()

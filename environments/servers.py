@@ -31,6 +31,7 @@ from atroposlib.envs.server_handling.trl_vllm_server import TrlVllmServer
 from atroposlib.envs.server_handling.vllm_server import VLLMServer
 
 from environments.completion_batcher import CompletionBatcher, Deliver
+from environments.tls import verify_for
 from environments.token_completions import (
     InferenceError,
     StreamedChoices,
@@ -83,6 +84,7 @@ class VLLMTokenServer(VLLMServer):
                 headers=headers,
                 timeout=httpx.Timeout(self.config.timeout, connect=10.0),
                 limits=httpx.Limits(max_connections=self.config.num_max_requests_at_once),
+                verify=verify_for(self.config.base_url),
             )
         return self._http
 
@@ -175,7 +177,7 @@ def check_reachable(server: APIServer, timeout_s: float = 15.0) -> None:
     headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
     url = probe_url(server)
     try:
-        response = httpx.get(url, headers=headers, timeout=timeout_s)
+        response = httpx.get(url, headers=headers, timeout=timeout_s, verify=verify_for(url))
     except httpx.HTTPError as exc:
         raise SystemExit(f"cannot reach the inference server at {config.base_url}: {exc}") from None
     if response.status_code >= 400:
@@ -205,7 +207,7 @@ def probe_logprobs_mode(server: VLLMTokenServer, timeout_s: float = 60.0) -> Log
         body = {"model": config.model_name, "prompt": prompt, "max_tokens": 1, "logprobs": 5,
                 "temperature": temperature, "seed": 0}  # fmt: skip
         resp = httpx.post(config.base_url.rstrip("/") + "/completions", json=body, headers=headers,
-                          timeout=timeout_s)  # fmt: skip
+                          timeout=timeout_s, verify=verify_for(config.base_url))  # fmt: skip
         if resp.status_code != 200:
             raise InferenceError(
                 f"logprobs probe: /completions returned {resp.status_code}: {resp.text[:200]}"
