@@ -7,7 +7,7 @@ viewer imports `markdown`, and `httpx` imports its command-line entry point (ric
 `install()` must run before atroposlib is first imported (`environments/__init__.py` calls it) and
 puts stand-ins into `sys.modules`:
 
-* `wandb`, `markdown`, `transformers`: a `_StandIn` module (real `__spec__`, `__path__`, `__file__`).
+* `wandb`, `aiohttp`, `numpy`, `markdown`, `transformers`: a `_StandIn` module (real `__spec__`, `__path__`, `__file__`).
   Reading any attribute it does not define, or importing any submodule, imports the real package,
   which replaces the stand-in in `sys.modules`; the stand-in then forwards every attribute read.
   So `wandb` is only imported by `wandb.init` (`--env.use_wandb true`).
@@ -17,6 +17,8 @@ puts stand-ins into `sys.modules`:
   SDK has). Reading any other attribute of a stand-in imports the real package (and the real
   `__init__` of every deferred package under it); the submodules already loaded are kept and bound
   on it, so classes stay the same objects.
+* `aiohttp.ClientSession` is a forwarding class (calls, attributes, isinstance go to the real one):
+  atroposlib's `BaseEnv` names it in an annotation at class creation.
 * `transformers.AutoTokenizer` is the stand-in's one own attribute: it forwards everything to the
   real class except `from_pretrained`, which is `load_tokenizer` below.
 * `httpx._main`: `main` imports the real CLI module when called.
@@ -57,11 +59,21 @@ def install() -> None:
     if os.environ.get("RLVR_EAGER_IMPORTS", "").strip().lower() in ("1", "true", "yes"):
         return
     _stand_in("wandb")
+    # atroposlib's run-api calls (serve); process and evaluate never make one. Its class body names
+    # `aiohttp.ClientSession` in an annotation, so that name is a forwarding class.
+    _stand_in("aiohttp", ClientSession=_forwarding_class("aiohttp", "ClientSession"))
+    _stand_in("numpy")  # atroposlib's wandb metrics
     _stand_in("markdown")  # atroposlib's jsonl2html viewer; RubricEnv writes its own HTML
     _stand_in("transformers", AutoTokenizer=AutoTokenizer)
     for name in ("openai", "openai.types", "openai.types.chat"):  # atroposlib needs two type modules
         _stand_in(name, deferred_init=True)
     _httpx_main_stand_in()
+
+
+def imported(name: str) -> bool:
+    """True when the real `name` is imported (not absent, not a stand-in)."""
+    module = sys.modules.get(name)
+    return module is not None and not isinstance(module, _StandIn)
 
 
 # ------------------------------------------------------------------ stand-in packages
@@ -122,6 +134,30 @@ def _stand_in(name: str, deferred_init: bool = False, **attrs: Any) -> None:
     sys.modules[name] = module
     if not any(isinstance(f, _SubmoduleHook) for f in sys.meta_path):
         sys.meta_path.insert(0, _SubmoduleHook())
+
+
+class _ForwardingMeta(type):
+    """A stand-in class: calls, attribute reads and isinstance/issubclass go to the real class of
+    the same name in `_package` (importing it)."""
+
+    def _target(cls) -> Any:
+        return getattr(_real(cls._package), cls.__name__)
+
+    def __getattr__(cls, attr: str) -> Any:
+        return getattr(cls._target(), attr)
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        return cls._target()(*args, **kwargs)
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, cls._target())
+
+    def __subclasscheck__(cls, sub: type) -> bool:
+        return issubclass(sub, cls._target())
+
+
+def _forwarding_class(package: str, name: str) -> type:
+    return _ForwardingMeta(name, (), {"_package": package, "__module__": package, "__qualname__": name})
 
 
 # ------------------------------------------------------------------ transformers.AutoTokenizer

@@ -29,9 +29,9 @@ from atroposlib.envs.base import BaseEnv
 from tenacity import retry_if_not_exception_type, stop_after_attempt
 
 from environments.server_health import (
-    CONNECT_ERRORS,
     Outage,
     call_until_back,
+    connect_errors,
     describe,
     is_connect_error,
     unwrap,
@@ -163,7 +163,7 @@ class RunApiClient:
         run-api knows this env (after a restart: once `get_status` has registered again), since a
         group posted before the trainer registers would corrupt run-api's state."""
         send = BaseEnv._send_scored_data_to_api.retry_with(  # type: ignore[attr-defined]
-            retry=retry_if_not_exception_type(CONNECT_ERRORS), reraise=True
+            retry=retry_if_not_exception_type(connect_errors()), reraise=True
         )
         while True:
             while not await self._env_known():  # get_status says why, and registers again

@@ -32,6 +32,7 @@ from typing import Any, Literal, TypeVar
 import aiohttp
 import httpx
 
+from environments import _atropos_lazy
 from environments.servers import probe_url
 from environments.tls import verify_for
 
@@ -223,12 +224,19 @@ async def within(coro: Awaitable[T], timeout_s: float, watcher: InferenceWatcher
             await asyncio.gather(task, return_exceptions=True)
 
 
-CONNECT_ERRORS = (aiohttp.ClientConnectionError, httpx.TransportError, asyncio.TimeoutError, OSError)
+def connect_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions that mean "the server did not answer". aiohttp's (atroposlib's run-api calls)
+    are in only once the real aiohttp is imported: none can be raised before, and naming them would
+    import it (~150 ms of every start, see `_atropos_lazy`)."""
+    errors: tuple[type[BaseException], ...] = (httpx.TransportError, asyncio.TimeoutError, OSError)
+    if _atropos_lazy.imported("aiohttp"):
+        errors = (aiohttp.ClientConnectionError, *errors)
+    return errors
 
 
 def is_connect_error(exc: BaseException) -> bool:
     """True when `exc` (or what a tenacity RetryError wraps) means the server did not answer."""
-    return isinstance(unwrap(exc), CONNECT_ERRORS)
+    return isinstance(unwrap(exc), connect_errors())
 
 
 def unwrap(exc: BaseException) -> BaseException:

@@ -21,11 +21,13 @@ from environments.tokenizer_snapshot import SnapshotTokenizer, snapshot
 ROOT = Path(__file__).resolve().parents[2]
 ENV_SCRIPTS = sorted((ROOT / "environments").glob("*_env.py"))
 HEAVY = ("torch", "sympy", "math_verify", "datasets", "pygments")
+STAND_INS = ("wandb", "transformers", "openai", "aiohttp", "numpy")
 
 _REPORT = """
 import atexit, json, runpy, sys
+STAND_INS = %r
 def report():
-    kinds = {m: type(sys.modules[m]).__name__ for m in ("wandb", "transformers", "openai") if m in sys.modules}
+    kinds = {m: type(sys.modules[m]).__name__ for m in STAND_INS if m in sys.modules}
     heavy = [m for m in %r if m in sys.modules]
     print("REPORT" + json.dumps({"kinds": kinds, "heavy": heavy}))
 atexit.register(report)
@@ -41,17 +43,17 @@ def _python(code: str, **env: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("script", ENV_SCRIPTS, ids=lambda p: p.stem)
 def test_help_imports_nothing_heavy(script: Path):
-    proc = _python(_REPORT % (HEAVY, str(script), str(script)))
+    proc = _python(_REPORT % (STAND_INS, HEAVY, str(script), str(script)))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "serve" in proc.stdout and "process" in proc.stdout
     report = json.loads(proc.stdout.rsplit("REPORT", 1)[1])
     assert report["heavy"] == []
-    assert report["kinds"] == {"wandb": "_StandIn", "transformers": "_StandIn", "openai": "_StandIn"}
+    assert report["kinds"] == dict.fromkeys(STAND_INS, "_StandIn")
 
 
 def test_the_verifiers_bridge_help_loads_neither_verifiers_nor_the_v1_endpoint():
     script = ROOT / "environments" / "verifiers_env.py"
-    proc = _python(_REPORT % (("verifiers", "environments.v1_endpoint"), str(script), str(script)))
+    proc = _python(_REPORT % (STAND_INS, ("verifiers", "environments.v1_endpoint"), str(script), str(script)))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout.rsplit("REPORT", 1)[1])["heavy"] == []
 
@@ -95,6 +97,30 @@ print("OK", type(client).__module__, issubclass(openai.APITimeoutError, openai.O
     proc = _python(code)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["OK", "openai", "True"]
+
+
+def test_aiohttp_loads_on_first_use_and_its_errors_count_as_connect_errors_from_then_on():
+    code = """
+import asyncio, sys
+import environments, atroposlib.envs.base as base
+from environments.server_health import connect_errors, is_connect_error
+assert type(sys.modules["aiohttp"]).__name__ == "_StandIn" and "aiohttp.client" not in sys.modules
+assert connect_errors() == (__import__("httpx").TransportError, asyncio.TimeoutError, OSError)
+async def main():
+    async with base.aiohttp.ClientSession() as session:   # what atroposlib's get_status does
+        import aiohttp
+        assert isinstance(session, base.aiohttp.ClientSession) and type(session) is aiohttp.ClientSession
+        assert issubclass(aiohttp.ClientSession, base.aiohttp.ClientSession)
+asyncio.run(main())
+import aiohttp
+assert type(sys.modules["aiohttp"]).__name__ == "module"
+assert aiohttp.ClientConnectionError in connect_errors()
+assert is_connect_error(aiohttp.ServerDisconnectedError()) and not is_connect_error(ValueError())
+print("OK", base.aiohttp.ClientSession.__name__, base.aiohttp.ClientTimeout is aiohttp.ClientTimeout)
+"""
+    proc = _python(code)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["OK", "ClientSession", "True"]
 
 
 def test_eager_switch_disables_the_shims():
@@ -233,7 +259,7 @@ def test_process_imports_neither_torch_nor_wandb_once_the_tokenizer_is_known(vll
     argv = [str(qa), "process", "--env.tokenizer_name", vllm_server.model, "--openai.model_name", vllm_server.model,
             "--openai.base_url", vllm_server.base_url, "--env.group_size", "2", "--env.total_steps", "2",
             "--env.max_tokens", "8", "--env.data_path_to_save_groups", str(tmp_path / "g.jsonl")]  # fmt: skip
-    code = _REPORT.replace('sys.argv = [%r, "--help"]', "sys.argv = %r") % (HEAVY, argv, str(qa))
+    code = _REPORT.replace('sys.argv = [%r, "--help"]', "sys.argv = %r") % (STAND_INS, HEAVY, argv, str(qa))
     reports = []
     for i in range(2):
         run_code = code.replace(str(tmp_path / "g.jsonl"), str(tmp_path / f"g{i}.jsonl"))
@@ -241,8 +267,7 @@ def test_process_imports_neither_torch_nor_wandb_once_the_tokenizer_is_known(vll
         assert proc.returncode == 0, proc.stderr[-3000:]
         reports.append(json.loads(proc.stdout.rsplit("REPORT", 1)[1]))
     assert "torch" in reports[0]["heavy"] and reports[0]["kinds"]["transformers"] != "_StandIn"
-    stand_ins = {"wandb": "_StandIn", "transformers": "_StandIn", "openai": "_StandIn"}
-    assert reports[1] == {"kinds": stand_ins, "heavy": []}
+    assert reports[1] == {"kinds": dict.fromkeys(STAND_INS, "_StandIn"), "heavy": []}
     assert [len((tmp_path / f"g{i}.jsonl").read_text().splitlines()) for i in range(2)] == [2, 2]
 
 
