@@ -1,13 +1,15 @@
 """Import shims that keep atroposlib's start-up to what the chosen mode needs (no fork, no patch).
 
-`atroposlib.envs.base` imports `wandb` and `transformers.AutoTokenizer` at module level;
+`atroposlib.envs.base` imports `wandb`, `transformers.AutoTokenizer`, `aiohttp` (its run-api calls),
+`numpy` (wandb metrics), `yaml` (`--config`), `jsonlines` and `openai` at module level;
 `AutoTokenizer` imports torch, sympy and torch._dynamo, and importing transformers at all costs ~2 s
 on a loaded 2-core machine (it scans its own sources and every installed distribution). Its HTML
 viewer imports `markdown`, and `httpx` imports its command-line entry point (rich, click, pygments).
 `install()` must run before atroposlib is first imported (`environments/__init__.py` calls it) and
 puts stand-ins into `sys.modules`:
 
-* `wandb`, `aiohttp`, `numpy`, `markdown`, `transformers`: a `_StandIn` module (real `__spec__`, `__path__`, `__file__`).
+* `wandb`, `aiohttp`, `numpy`, `yaml`, `jsonlines`, `markdown`, `transformers`: a `_StandIn` module
+  (real `__spec__`, `__path__`, `__file__`).
   Reading any attribute it does not define, or importing any submodule, imports the real package,
   which replaces the stand-in in `sys.modules`; the stand-in then forwards every attribute read.
   So `wandb` is only imported by `wandb.init` (`--env.use_wandb true`).
@@ -63,6 +65,8 @@ def install() -> None:
     # `aiohttp.ClientSession` in an annotation, so that name is a forwarding class.
     _stand_in("aiohttp", ClientSession=_forwarding_class("aiohttp", "ClientSession"))
     _stand_in("numpy")  # atroposlib's wandb metrics
+    _stand_in("yaml")  # `--config file.yaml`
+    _stand_in("jsonlines")  # atroposlib's own writers (RubricEnv writes its files itself)
     _stand_in("markdown")  # atroposlib's jsonl2html viewer; RubricEnv writes its own HTML
     _stand_in("transformers", AutoTokenizer=AutoTokenizer)
     for name in ("openai", "openai.types", "openai.types.chat"):  # atroposlib needs two type modules

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
@@ -99,3 +102,20 @@ def test_atroposlib_status_lines_only_with_verbose(tiny_model, verbose):
     QAEnv(config, [APIServerConfig(base_url="http://127.0.0.1:1/v1", model_name="m", server_type="vllm")])
     status_line = logging.getLogger("atroposlib.envs.base").isEnabledFor(logging.INFO)
     assert status_line is verbose
+
+
+def test_a_yaml_config_file_is_read(tiny_model, tmp_path):
+    """`--config file.yaml` (yaml loads on first use, see _atropos_lazy): its values reach the run,
+    here an inference server URL nothing listens on, which the start-up check names."""
+    root = Path(__file__).resolve().parents[2]
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        f"env:\n  tokenizer_name: {tiny_model}\n  total_steps: 1\n  data_path_to_save_groups: {tmp_path / 'g.jsonl'}\n"
+        "openai:\n  base_url: http://127.0.0.1:1/v1\n  model_name: m\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, str(root / "environments" / "qa_env.py"), "process", "--config", str(config)],
+        capture_output=True, text=True, cwd=root, env=dict(os.environ, PYTHONPATH=str(root)), timeout=120,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert "cannot reach the inference server at http://127.0.0.1:1/v1" in proc.stderr, proc.stderr[-2000:]

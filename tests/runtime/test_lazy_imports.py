@@ -21,7 +21,7 @@ from environments.tokenizer_snapshot import SnapshotTokenizer, snapshot
 ROOT = Path(__file__).resolve().parents[2]
 ENV_SCRIPTS = sorted((ROOT / "environments").glob("*_env.py"))
 HEAVY = ("torch", "sympy", "math_verify", "datasets", "pygments")
-STAND_INS = ("wandb", "transformers", "openai", "aiohttp", "numpy")
+STAND_INS = ("wandb", "transformers", "openai", "aiohttp", "numpy", "yaml", "jsonlines")
 
 _REPORT = """
 import atexit, json, runpy, sys
