@@ -4,11 +4,12 @@
 `numpy` (wandb metrics), `yaml` (`--config`), `jsonlines` and `openai` at module level;
 `AutoTokenizer` imports torch, sympy and torch._dynamo, and importing transformers at all costs ~2 s
 on a loaded 2-core machine (it scans its own sources and every installed distribution). Its HTML
-viewer imports `markdown`, and `httpx` imports its command-line entry point (rich, click, pygments).
+viewer imports `markdown`, `httpx` imports its command-line entry point (rich, click, pygments), and
+`httpcore` imports `trio` whenever it is installed (~0.14 s), though only a trio event loop uses it.
 `install()` must run before atroposlib is first imported (`environments/__init__.py` calls it) and
 puts stand-ins into `sys.modules`:
 
-* `wandb`, `aiohttp`, `numpy`, `yaml`, `jsonlines`, `markdown`, `transformers`: a `_StandIn` module
+* `wandb`, `aiohttp`, `numpy`, `yaml`, `jsonlines`, `trio`, `markdown`, `transformers`: a `_StandIn` module
   (real `__spec__`, `__path__`, `__file__`).
   Reading any attribute it does not define, or importing any submodule, imports the real package,
   which replaces the stand-in in `sys.modules`; the stand-in then forwards every attribute read.
@@ -67,6 +68,7 @@ def install() -> None:
     _stand_in("numpy")  # atroposlib's wandb metrics
     _stand_in("yaml")  # `--config file.yaml`
     _stand_in("jsonlines")  # atroposlib's own writers (RubricEnv writes its files itself)
+    _stand_in("trio")  # httpcore imports it when installed (selenium's dependency), for trio loops only
     _stand_in("markdown")  # atroposlib's jsonl2html viewer; RubricEnv writes its own HTML
     _stand_in("transformers", AutoTokenizer=AutoTokenizer)
     for name in ("openai", "openai.types", "openai.types.chat"):  # atroposlib needs two type modules
@@ -92,17 +94,24 @@ class _StandIn(types.ModuleType):
 
 
 def _real(name: str) -> types.ModuleType:
+    """The real module `name`, importing it in place of its stand-in on first call. Every attribute
+    read through a stand-in lands here, so the path for an already real module is one dict lookup."""
+    module = sys.modules.get(name)
+    if module is not None and not isinstance(module, _StandIn):
+        return module
     with _lock:
-        if isinstance(sys.modules.get(name), _StandIn):
-            del sys.modules[name]
-            for key in [k for k in sys.modules if k.startswith(name + ".")]:
-                if isinstance(sys.modules[key], _StandIn):  # a deferred subpackage's own __init__ runs too
-                    del sys.modules[key]
+        if not isinstance(sys.modules.get(name), _StandIn):
+            return importlib.import_module(name)
+        del sys.modules[name]
+        prefix = name + "."
+        for key in [k for k in sys.modules if k.startswith(prefix)]:
+            if isinstance(sys.modules[key], _StandIn):  # a deferred subpackage's own __init__ runs too
+                del sys.modules[key]
         module = importlib.import_module(name)
         for key, child in list(sys.modules.items()):  # submodules loaded under a stand-in: bind them
             parent_name, _, attr = key.rpartition(".")
             parent = sys.modules.get(parent_name)
-            if key.startswith(name + ".") and parent is not None and attr not in vars(parent):
+            if key.startswith(prefix) and parent is not None and attr not in vars(parent):
                 setattr(parent, attr, child)
         return module
 

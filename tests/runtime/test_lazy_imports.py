@@ -6,6 +6,7 @@ real one on first use, and a snapshot tokenizer answers exactly as transformers'
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import random
@@ -21,7 +22,8 @@ from environments.tokenizer_snapshot import SnapshotTokenizer, snapshot
 ROOT = Path(__file__).resolve().parents[2]
 ENV_SCRIPTS = sorted((ROOT / "environments").glob("*_env.py"))
 HEAVY = ("torch", "sympy", "math_verify", "datasets", "pygments")
-STAND_INS = ("wandb", "transformers", "openai", "aiohttp", "numpy", "yaml", "jsonlines")
+STAND_INS = ("wandb", "transformers", "openai", "aiohttp", "numpy", "yaml", "jsonlines", "trio")
+ALL_STAND_INS = {m: "_StandIn" for m in STAND_INS if importlib.util.find_spec(m)}  # trio: only if installed
 
 _REPORT = """
 import atexit, json, runpy, sys
@@ -48,7 +50,7 @@ def test_help_imports_nothing_heavy(script: Path):
     assert "serve" in proc.stdout and "process" in proc.stdout
     report = json.loads(proc.stdout.rsplit("REPORT", 1)[1])
     assert report["heavy"] == []
-    assert report["kinds"] == dict.fromkeys(STAND_INS, "_StandIn")
+    assert report["kinds"] == ALL_STAND_INS
 
 
 def test_the_verifiers_bridge_help_loads_neither_verifiers_nor_the_v1_endpoint():
@@ -121,6 +123,31 @@ print("OK", base.aiohttp.ClientSession.__name__, base.aiohttp.ClientTimeout is a
     proc = _python(code)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["OK", "ClientSession", "True"]
+
+
+def test_reads_through_a_stand_in_of_a_real_package_take_no_lock_and_no_scan():
+    """Modules that imported a stand-in keep it (atroposlib's `np`, transformers' checks on it): once
+    the package is real, every read through the stand-in must be a plain lookup, not a lock and a
+    walk over sys.modules (that walk made tokenizer decoding crawl)."""
+    code = """
+import sys, environments, atroposlib.envs.base as base
+from environments import _atropos_lazy
+base.np.ndarray                                          # the first read imports the real numpy
+numpy = sys.modules["numpy"]
+assert type(base.np).__name__ == "_StandIn" and type(numpy).__name__ == "module"
+class Refuse:
+    def __enter__(self): raise AssertionError("lock taken")
+    def __exit__(self, *exc): return False
+class Modules(dict):
+    def items(self): raise AssertionError("sys.modules walked")
+_atropos_lazy._lock = Refuse()
+sys.modules = Modules(sys.modules)
+assert base.np.ndarray is numpy.ndarray and base.np.float32 is numpy.float32
+print("OK")
+"""
+    proc = _python(code)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["OK"]
 
 
 def test_eager_switch_disables_the_shims():
@@ -267,7 +294,7 @@ def test_process_imports_neither_torch_nor_wandb_once_the_tokenizer_is_known(vll
         assert proc.returncode == 0, proc.stderr[-3000:]
         reports.append(json.loads(proc.stdout.rsplit("REPORT", 1)[1]))
     assert "torch" in reports[0]["heavy"] and reports[0]["kinds"]["transformers"] != "_StandIn"
-    assert reports[1] == {"kinds": dict.fromkeys(STAND_INS, "_StandIn"), "heavy": []}
+    assert reports[1] == {"kinds": ALL_STAND_INS, "heavy": []}
     assert [len((tmp_path / f"g{i}.jsonl").read_text().splitlines()) for i in range(2)] == [2, 2]
 
 
