@@ -1,7 +1,7 @@
 """Import shims that keep atroposlib's start-up to what the chosen mode needs (no fork, no patch).
 
 `atroposlib.envs.base` imports `wandb`, `transformers.AutoTokenizer`, `aiohttp` (its run-api calls),
-`numpy` (wandb metrics), `yaml` (`--config`), `jsonlines` and `openai` at module level;
+`yaml` (`--config`), `jsonlines` and `openai` at module level;
 `AutoTokenizer` imports torch, sympy and torch._dynamo, and importing transformers at all costs ~2 s
 on a loaded 2-core machine (it scans its own sources and every installed distribution). Its HTML
 viewer imports `markdown`, `httpx` imports its command-line entry point (rich, click, pygments), and
@@ -9,10 +9,11 @@ viewer imports `markdown`, `httpx` imports its command-line entry point (rich, c
 `install()` must run before atroposlib is first imported (`environments/__init__.py` calls it) and
 puts stand-ins into `sys.modules`:
 
-* `wandb`, `aiohttp`, `numpy`, `yaml`, `jsonlines`, `trio`, `markdown`, `transformers`: a `_StandIn` module
+* `wandb`, `aiohttp`, `yaml`, `jsonlines`, `trio`, `markdown`, `transformers`: a `_StandIn` module
   (real `__spec__`, `__path__`, `__file__`).
   Reading any attribute it does not define, or importing any submodule, imports the real package,
-  which replaces the stand-in in `sys.modules`; the stand-in then forwards every attribute read.
+  which replaces the stand-in in `sys.modules`; the stand-in then forwards every attribute read (a
+  dict lookup and a call, so only packages read rarely through old references are stood in for).
   So `wandb` is only imported by `wandb.init` (`--env.use_wandb true`).
 * `openai`, `openai.types`, `openai.types.chat`: deferred-init stand-ins. atroposlib imports only
   `ChatCompletion`/`Completion` (submodules), unless a server it builds is an OpenAI client; those
@@ -65,7 +66,7 @@ def install() -> None:
     # atroposlib's run-api calls (serve); process and evaluate never make one. Its class body names
     # `aiohttp.ClientSession` in an annotation, so that name is a forwarding class.
     _stand_in("aiohttp", ClientSession=_forwarding_class("aiohttp", "ClientSession"))
-    _stand_in("numpy")  # atroposlib's wandb metrics
+    # not numpy (~0.1 s): transformers, torch and others would keep reading it through a stand-in
     _stand_in("yaml")  # `--config file.yaml`
     _stand_in("jsonlines")  # atroposlib's own writers (RubricEnv writes its files itself)
     _stand_in("trio")  # httpcore imports it when installed (selenium's dependency), for trio loops only

@@ -22,7 +22,7 @@ from environments.tokenizer_snapshot import SnapshotTokenizer, snapshot
 ROOT = Path(__file__).resolve().parents[2]
 ENV_SCRIPTS = sorted((ROOT / "environments").glob("*_env.py"))
 HEAVY = ("torch", "sympy", "math_verify", "datasets", "pygments")
-STAND_INS = ("wandb", "transformers", "openai", "aiohttp", "numpy", "yaml", "jsonlines", "trio")
+STAND_INS = ("wandb", "transformers", "openai", "aiohttp", "yaml", "jsonlines", "trio")
 ALL_STAND_INS = {m: "_StandIn" for m in STAND_INS if importlib.util.find_spec(m)}  # trio: only if installed
 
 _REPORT = """
@@ -126,15 +126,15 @@ print("OK", base.aiohttp.ClientSession.__name__, base.aiohttp.ClientTimeout is a
 
 
 def test_reads_through_a_stand_in_of_a_real_package_take_no_lock_and_no_scan():
-    """Modules that imported a stand-in keep it (atroposlib's `np`, transformers' checks on it): once
-    the package is real, every read through the stand-in must be a plain lookup, not a lock and a
-    walk over sys.modules (that walk made tokenizer decoding crawl)."""
+    """Modules that imported a stand-in keep it (atroposlib's `yaml`): once the package is real,
+    every read through the stand-in must be a plain lookup, not a lock and a walk over sys.modules
+    (with numpy stood in for, that walk made transformers' decode crawl)."""
     code = """
 import sys, environments, atroposlib.envs.base as base
 from environments import _atropos_lazy
-base.np.ndarray                                          # the first read imports the real numpy
-numpy = sys.modules["numpy"]
-assert type(base.np).__name__ == "_StandIn" and type(numpy).__name__ == "module"
+base.yaml.safe_load                                      # the first read imports the real yaml
+yaml = sys.modules["yaml"]
+assert type(base.yaml).__name__ == "_StandIn" and type(yaml).__name__ == "module"
 class Refuse:
     def __enter__(self): raise AssertionError("lock taken")
     def __exit__(self, *exc): return False
@@ -142,7 +142,7 @@ class Modules(dict):
     def items(self): raise AssertionError("sys.modules walked")
 _atropos_lazy._lock = Refuse()
 sys.modules = Modules(sys.modules)
-assert base.np.ndarray is numpy.ndarray and base.np.float32 is numpy.float32
+assert base.yaml.safe_load is yaml.safe_load and base.yaml.SafeLoader is yaml.SafeLoader
 print("OK")
 """
     proc = _python(code)
