@@ -33,6 +33,8 @@ def server(tiny):
 
 
 def make_env(tiny, server, dataset, **kwargs) -> CodeRepairEnv:
+    # no scripted program loops: a generous CPU limit keeps a loaded CI's cold pool from timing one out
+    kwargs.setdefault("time_limit_s", 20.0)
     config = CodeRepairEnvConfig(tokenizer_name=str(tiny), wandb_name="code_repair", use_wandb=False, group_size=6,
                                  max_token_length=2048, dataset=str(dataset), eval_fraction=0,
                                  ensure_scores_are_not_same=False, **kwargs)  # fmt: skip
