@@ -4,7 +4,7 @@ atroposlib's own `process` loop, which handles one group at a time.
 
 It uses the same stock-vLLM token client as rlvr-envs (atroposlib's own VLLMServer needs the archived
 custom /generate server), so the comparison isolates the processing loop. With `ATROPOS_BASELINE_PROMPTS`
-naming a JSONL file of chat prompts (one message list per line, see `write_task_prompts`) it serves those,
+naming a JSONL file of chat prompts (one message list per line, see `use_task_prompts`) it serves those,
 so both sides of a benchmark sample the same prompts; otherwise short built-in questions.
 """
 
@@ -24,14 +24,15 @@ QUESTIONS = [f"What is {i} plus {i * 3}?" for i in range(64)]
 PROMPTS_ENV = "ATROPOS_BASELINE_PROMPTS"
 
 
-def write_task_prompts(env_cls: Any, path: Path, n: int = 256) -> int:
-    """Write the first `n` train prompts of an rlvr-envs environment class (default config), system
-    prompt included, for the baseline to serve; returns how many were written."""
+def use_task_prompts(env_cls: Any, directory: Path, n: int = 256) -> list[list[dict[str, str]]]:
+    """Make the baseline (started after this, in a child process) serve the first `n` train prompts
+    of an rlvr-envs environment class (default config, system prompt included); returns them."""
     config = env_cls.env_config_cls(tokenizer_name="unused")
     items, _ = env_cls.task_cls(config).items("train")
-    prompts = [list(item.prompt) for item in items[:n]]
-    path.write_text("".join(json.dumps(p) + "\n" for p in prompts))
-    return len(prompts)
+    path = directory / "prompts.jsonl"
+    path.write_text("".join(json.dumps(list(item.prompt)) + "\n" for item in items[:n]))
+    os.environ[PROMPTS_ENV] = str(path)
+    return baseline_prompts()
 
 
 def baseline_prompts() -> list[list[dict[str, str]]]:

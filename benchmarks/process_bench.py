@@ -95,18 +95,6 @@ def startup_floor(url: str, model: str, out: Path) -> float:
                     "--env.total_steps", "0", "--env.data_path_to_save_groups", str(out / "floor.jsonl")])  # fmt: skip
 
 
-def same_prompts(out: Path) -> list:
-    """qa_env's train prompts (system prompt included), for the baseline and the raw client too: every
-    row of the table samples the same prompts."""
-    from atropos_baseline_env import PROMPTS_ENV, baseline_prompts, write_task_prompts
-
-    from environments.qa_env import QAEnv
-
-    write_task_prompts(QAEnv, out / "prompts.jsonl")
-    os.environ[PROMPTS_ENV] = str(out / "prompts.jsonl")
-    return baseline_prompts()
-
-
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--url", default=os.environ.get("RLVR_VLLM_URL"))
@@ -119,7 +107,11 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp)
-            prompts = same_prompts(out)
+            from atropos_baseline_env import use_task_prompts
+
+            from environments.qa_env import QAEnv
+
+            prompts = use_task_prompts(QAEnv, out)  # the baseline and the raw client sample them too
             asyncio.run(raw_client(args.url, model, prompts))  # warm-up: first logprobs/compile costs
             ours_wall, loop = ours(args.url, model, out)
             atropos_wall = atropos(args.url, model, out)

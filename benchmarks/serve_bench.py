@@ -117,12 +117,11 @@ def main() -> None:
     results: dict[str, list[tuple[float, float, float]]] = {"rlvr-envs": [], "atroposlib": []}
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            from atropos_baseline_env import PROMPTS_ENV, write_task_prompts
+            from atropos_baseline_env import use_task_prompts
 
             from environments.math_env import MathEnv
 
-            write_task_prompts(MathEnv, Path(tmp) / "prompts.jsonl")
-            os.environ[PROMPTS_ENV] = str(Path(tmp) / "prompts.jsonl")  # the baseline serves them
+            use_task_prompts(MathEnv, Path(tmp))  # the baseline serves math_env's own prompts
             for r in range(args.repeats):
                 order = ["rlvr-envs", "atroposlib"] if r % 2 == 0 else ["atroposlib", "rlvr-envs"]
                 for which in order:

@@ -109,17 +109,17 @@ def _real(name: str) -> types.ModuleType:
             if isinstance(sys.modules[key], _StandIn):  # a deferred subpackage's own __init__ runs too
                 del sys.modules[key]
         module = importlib.import_module(name)
-        for key, child in list(sys.modules.items()):  # submodules loaded under a stand-in: bind them
-            parent_name, _, attr = key.rpartition(".")
+        for key, child in [(k, m) for k, m in sys.modules.items() if k.startswith(prefix)]:
+            parent_name, _, attr = key.rpartition(".")  # a submodule loaded under a stand-in: bind it
             parent = sys.modules.get(parent_name)
-            if key.startswith(prefix) and parent is not None and attr not in vars(parent):
+            if parent is not None and attr not in vars(parent):
                 setattr(parent, attr, child)
         return module
 
 
 class _SubmoduleHook:
     """Meta-path hook: importing `pkg.sub` while `pkg` is a stand-in imports the real `pkg` first, so
-    no submodule ever runs without its package's `__init__`."""
+    no submodule runs without its package's `__init__`, except under a deferred-init stand-in."""
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
         parts = fullname.split(".")
