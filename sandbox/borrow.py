@@ -163,9 +163,20 @@ class WarmBorrowing:
                 w.loop = None
             with self._loop_lock:
                 self._loop_jobs -= 1
-                waiter = self._loop_waiters.popleft() if self._loop_waiters else None
-            if waiter is not None:
+                woken = self._released_waiters()
+            for waiter in woken:
                 _wake(waiter)
+
+    def _released_waiters(self) -> list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]:
+        """The waiters a finished loop job wakes (caller holds `_loop_lock`): the first in line, or
+        all of them when it was the last loop job. A woken waiter that cannot take a worker (it found
+        it dead, so it submits) does not pass its wake on; with no loop job left to wake the rest,
+        they would wait for ever."""
+        if self._loop_jobs == 0:
+            woken = list(self._loop_waiters)
+            self._loop_waiters.clear()
+            return woken
+        return [self._loop_waiters.popleft()] if self._loop_waiters else []
 
     async def _next_loop_release(self) -> bool:
         """Wait until a loop job hands its worker back; False at once when no loop job is running
