@@ -8,7 +8,7 @@
 * a hack detector hit (static scan or in-sandbox audit hook/exit)   → 0, `Status.HACK`, components hack=1
 * tests ran: `reward="binary"` → 1.0 iff all pass; `"fraction"` → passed/total   (`Status.OK`)
 * sandbox/infrastructure failure (no records, corrupt channel, the job's own wall limit, harness
-  failure)                                                          → `score=None`, `ERROR`/`TIMEOUT`
+  failure, no result within the job's wall budget + `sandbox_wait_s`) → `score=None`, `ERROR`/`TIMEOUT`
 
 Feedback (safe to show the policy, deterministic): the first failing test with its input (or call),
 expected vs actual (clipped head+tail), or the error line; or "All N tests passed.".
@@ -91,6 +91,12 @@ class CodeRubricConfig(BaseModel):
         3.0, description="per-test wall limit = time limit x this + 0.5 s (safety net)"
     )
     job_overhead_s: float = Field(10.0, description="job wall budget on top of the per-test limits")
+    sandbox_wait_s: float = Field(
+        300.0,
+        gt=0,
+        description="longest a job may wait for a sandbox slot: with no result after its wall budget plus "
+        "this, the sample is unverified (error), never a hang",
+    )
     stop_on_failure: bool | None = Field(None, description="stop at the first failure (default: binary)")
     feedback_chars: int = Field(600, description="clip each feedback field to this many characters")
     static_hack_scan: bool = Field(True, description="flag frame/heap/ctypes access in call/assert tests")
@@ -242,11 +248,18 @@ class CodeRubric(Rubric):
     async def _guarded_run(self, code: str, suite: TestSuite) -> RewardResult:
         async with self._limit:
             job = self.build_job(code, suite)
+            deadline = job.limits.wall_time_s + self.config.sandbox_wait_s
             try:
                 sandbox = await self.get_sandbox()
-                result = await sandbox.run(job)
+                result = await asyncio.wait_for(sandbox.run(job), deadline)
             except asyncio.CancelledError:
                 raise
+            except TimeoutError:  # a wedged backend: the job was cancelled, which frees its slot
+                return RewardResult.unverified(
+                    Status.ERROR,
+                    f"sandbox gave no result in {deadline:.0f} s (the job's wall budget "
+                    f"{job.limits.wall_time_s:.0f} s + sandbox_wait_s {self.config.sandbox_wait_s:g} s)",
+                )
             except Exception as exc:  # noqa: BLE001 - infrastructure, never the model's fault
                 return RewardResult.unverified(Status.ERROR, f"sandbox failed: {type(exc).__name__}: {exc}")
         if len(result.channel) <= INLINE_CHARS:

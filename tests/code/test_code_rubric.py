@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -238,6 +239,41 @@ def test_infrastructure_failures_are_unverified():
     for name, (result, status) in cases.items():
         res = rubric.judge(result, suite)
         assert res.score is None and res.status is status, (name, res)
+
+
+def test_a_wedged_sandbox_is_an_error_after_the_deadline_not_a_hang():
+    """A backend that never answers (here a real pool whose only worker is held) costs the sample
+    its job's wall budget plus `sandbox_wait_s`, reported as unverified; the job is withdrawn and
+    the pool serves the next one once it is free again."""
+    import shutil
+
+    from sandbox.bwrap import BwrapConfig, BwrapSandbox
+
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap not installed")
+    box = BwrapSandbox(BwrapConfig(slots=1, warm_pool=True))
+    config = CodeRubricConfig(job_overhead_s=0.2, sandbox_wait_s=0.3)
+    rubric = CodeRubric(box, config)
+    suite = TestSuite((StdioTest("2\n", "4\n"),), time_limit_s=0.1)
+    sample = Sample(prompt="", completion=fenced("print(int(input()) * 2)"), answer=suite)
+
+    async def main():
+        await box.warm_up()
+        worker = box._workers[0]
+        worker.lock.acquire()  # as if a job held it for good: every new job waits for a slot
+        try:
+            wedged = await asyncio.wait_for(rubric.score(sample), 30)  # fails, not hangs, without it
+        finally:
+            worker.lock.release()
+        assert wedged.score is None and wedged.status is Status.ERROR, wedged
+        assert "sandbox gave no result" in wedged.reason and "sandbox_wait_s 0.3 s" in wedged.reason
+        healthy = await rubric.score(sample)
+        assert healthy.score == 1.0 and healthy.status is Status.OK, healthy
+
+    try:
+        asyncio.run(main())
+    finally:
+        box.close_sync()
 
 
 async def test_broken_sandbox_interpreter_is_an_error_not_a_zero(code_sandbox):
