@@ -10,7 +10,9 @@ serve-mode methods (nothing in atroposlib is patched):
   restarted run-api that no longer knows the env (HTTP 5xx) is registered with again.
 * `_send_scored_data_to_api`: a scored group is held through an outage, and sent only when run-api
   knows this env (a group posted to a restarted run-api before its trainer registers would break
-  run-api's state: shared/briefs/atropos.md, "ordering traps").
+  run-api's state: shared/briefs/atropos.md, "ordering traps"). The body is atroposlib's (JSON,
+  gzip from 1 KiB), built off the event loop at gzip level 1 and posted on the keep-alive client:
+  upstream's level 9 on the loop took ~0.4 s for a 16 x 4k-token group, stalling every rollout.
 * `env_step_checks`: stops serve when the inference watcher says so (`on_server_down=stop`) and
   logs one summary line every `status_every_s`; `quiet_atroposlib` keeps atroposlib's per-loop
   lines (~15/s) out unless `--env.verbose`.
@@ -19,6 +21,8 @@ serve-mode methods (nothing in atroposlib is patched):
 from __future__ import annotations
 
 import asyncio
+import gzip
+import json
 import logging
 import time
 from typing import Any
@@ -26,12 +30,11 @@ from typing import Any
 import aiohttp
 import httpx
 from atroposlib.envs.base import BaseEnv
-from tenacity import retry_if_not_exception_type, stop_after_attempt
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from environments.server_health import (
     Outage,
     call_until_back,
-    connect_errors,
     describe,
     is_connect_error,
     unwrap,
@@ -48,6 +51,7 @@ class RunApiClient:
     config: Any
     watcher: Any
     env_id: Any
+    drops: Any
     _outage: Outage | None
     _last_summary: float
     _api_http: httpx.AsyncClient | None = None
@@ -162,18 +166,40 @@ class RunApiClient:
         """atroposlib's send, holding the group through a run-api outage. It is sent again only once
         run-api knows this env (after a restart: once `get_status` has registered again), since a
         group posted before the trainer registers would corrupt run-api's state."""
-        send = BaseEnv._send_scored_data_to_api.retry_with(  # type: ignore[attr-defined]
-            retry=retry_if_not_exception_type(connect_errors()), reraise=True
-        )
         while True:
             while not await self._env_known():  # get_status says why, and registers again
                 await asyncio.sleep(1)  # the retry period while run-api is away
             try:
-                return await send(self, scored_data)
+                return await self._post_scored(scored_data)
             except Exception as exc:  # noqa: BLE001 - only connection failures are waited out
                 if not is_connect_error(exc):
                     raise
                 self._api_outage().failed(describe(unwrap(exc)), "holding scored groups until it is back")
+
+    async def _post_scored(self, scored_data: Any) -> None:
+        """One POST of a scored group (or a list of them) as atroposlib makes it: `env_id` stamped,
+        `/scored_data` or `/scored_data_list`; a 5xx is tried again (3 attempts in all, atroposlib's
+        backoff), a 4xx is logged and counted in `drops` (the group cannot be sent as it is), a
+        connection failure is raised at once (the caller holds the group)."""
+        for group in scored_data if isinstance(scored_data, list) else [scored_data]:
+            group["env_id"] = getattr(self, "env_id", None)
+        path = "scored_data_list" if isinstance(scored_data, list) else "scored_data"
+        url = f"{self.config.rollout_server_url}/{path}"
+        body, headers = await asyncio.to_thread(encode_scored, scored_data)
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(3),
+            wait=wait_random_exponential(multiplier=1, max=10),
+            retry=retry_if_exception(lambda exc: not is_connect_error(exc)),
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                resp = await self._run_api_http().post(url, content=body, headers=headers, timeout=300)
+                if resp.status_code >= 500:
+                    raise RunApiServerError(f"run-api answered {resp.status_code} to /{path}")
+        if resp.status_code >= 400:
+            log.error("run-api refused a scored group (%s): %s", resp.status_code, resp.text[:300])
+            self.drops[f"run-api refused ({resp.status_code})"] += 1
 
     async def _env_known(self) -> bool:
         try:
@@ -209,6 +235,25 @@ class RunApiClient:
                 self.inflight,
                 f"DOWN: {', '.join(down)}" if down else "up",
             )
+
+
+class RunApiServerError(Exception):
+    """run-api answered a scored group with a 5xx (tried again, as atroposlib does)."""
+
+
+SCORED_GZIP_LEVEL = 1  # ~15x less CPU than upstream's level 9 for a ~12% larger body (JSON of ids)
+
+
+def encode_scored(payload: Any) -> tuple[bytes, dict[str, str]]:
+    """The body and headers of a scored-data POST, as atroposlib's `_post_json_with_compression`
+    builds them (JSON; gzip from 1 KiB when that is smaller), at `SCORED_GZIP_LEVEL`."""
+    body = json.dumps(payload).encode()
+    headers = {"Content-Type": "application/json"}
+    if len(body) >= 1024:
+        packed = gzip.compress(body, compresslevel=SCORED_GZIP_LEVEL)
+        if len(packed) < len(body):
+            body, headers["Content-Encoding"] = packed, "gzip"
+    return body, headers
 
 
 def quiet_atroposlib(verbose: bool) -> None:
