@@ -7,7 +7,8 @@ serve-mode methods (nothing in atroposlib is patched):
   run-api up but no trainer registered → one line saying so and what it waits for (a trainer's
   `POST /register`), repeated every `status_every_s`; both give up after `trainer_wait_s`.
 * `get_status`: a run-api outage pauses rollouts with one line (not atroposlib's RetryError); a
-  restarted run-api that no longer knows the env (HTTP 5xx) is registered with again.
+  restarted run-api that no longer knows the env (HTTP 5xx) is registered with again. It polls on
+  the keep-alive client (upstream opened a session and a connection on every serve-loop pass).
 * `_send_scored_data_to_api`: a scored group is held through an outage, and sent only when run-api
   knows this env (a group posted to a restarted run-api before its trainer registers would break
   run-api's state: shared/briefs/atropos.md, "ordering traps"). The body is atroposlib's (JSON,
@@ -27,9 +28,7 @@ import logging
 import time
 from typing import Any
 
-import aiohttp
 import httpx
-from atroposlib.envs.base import BaseEnv
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from environments.server_health import (
@@ -49,6 +48,7 @@ class RunApiClient:
     `config`, `watcher`, `drops`, `groups_ok`, `inflight`, `_outage` and `_last_summary`."""
 
     config: Any
+    server: Any
     watcher: Any
     env_id: Any
     drops: Any
@@ -143,24 +143,39 @@ class RunApiClient:
         held) and registering again when a restarted run-api no longer knows this env."""
 
         async def once() -> None:
-            await asyncio.wait_for(_once(BaseEnv.get_status)(self), 30)
+            await asyncio.wait_for(self._fetch_status(), 30)
 
         waits_for = "rollouts pause until it is back (scored groups are held, not dropped)"
         try:
             await call_until_back(once, self._api_outage(), waits_for=waits_for)
-        except aiohttp.ClientResponseError as exc:
-            if exc.status < 500:
+        except httpx.HTTPStatusError as exc:
+            if exc.response.status_code < 500:
                 raise
             log.warning(
                 "run-api at %s answered %s to /status-env: it no longer knows env %s (restarted?); "
                 "registering again",
                 self.config.rollout_server_url,
-                exc.status,
+                exc.response.status_code,
                 self.env_id,
             )
             await self.register_env()
             await self.get_server_info()
             await call_until_back(once, self._api_outage(), waits_for=waits_for)
+
+    async def _fetch_status(self) -> None:
+        """atroposlib's `get_status` body (status, env weight, worker cap) on the keep-alive client:
+        upstream opens an aiohttp session and a connection for it on every pass of the serve loop.
+        An HTTP error status raises `httpx.HTTPStatusError`."""
+        resp = await self._run_api_http().request(
+            "GET", f"{self.config.rollout_server_url}/status-env", json={"env_id": self.env_id}, timeout=30
+        )
+        resp.raise_for_status()
+        self.status_dict = resp.json()
+        max_num_workers = self.config.max_num_workers
+        if max_num_workers == -1:
+            max_num_workers = self.config.max_num_workers_per_node * len(self.server.servers)
+        self.max_num_workers = max_num_workers
+        await self.server.update_weight(self.status_dict["env_weight"])
 
     async def _send_scored_data_to_api(self, scored_data: Any) -> None:
         """atroposlib's send, holding the group through a run-api outage. It is sent again only once
@@ -263,9 +278,3 @@ def quiet_atroposlib(verbose: bool) -> None:
     names = [n for n in logging.root.manager.loggerDict if n == "atroposlib" or n.startswith("atroposlib.")]
     for name in {"atroposlib", *names}:
         logging.getLogger(name).setLevel(level)
-
-
-def _once(method: Any) -> Any:
-    """A tenacity-wrapped atroposlib method with a single attempt that raises its own error (our
-    callers retry, and say why)."""
-    return method.retry_with(stop=stop_after_attempt(1), reraise=True)

@@ -70,6 +70,7 @@ def client_for(url: str) -> RunApiClient:
     )
     env.env_id = 0
     env.drops = Counter()
+    env._outage = None
     return env
 
 
@@ -157,3 +158,26 @@ async def test_a_5xx_is_tried_again_and_a_4xx_is_counted_as_a_drop():
             raise AssertionError("three 5xx answers must raise")
         assert len(server.scored) == 6  # three attempts in all
         await env.close_run_api_http()
+
+
+async def test_status_polls_of_the_real_run_api_set_what_upstreams_get_status_sets(run_api):
+    from tests.integration.test_modes_on_vllm import register_trainer
+
+    register_trainer(run_api, batch_size=8)
+    env = client_for(run_api)
+    env.config.max_num_workers, env.config.max_num_workers_per_node, env.config.status_every_s = -1, 3, 30
+    weights: list[float] = []
+
+    async def update_weight(weight: float) -> None:
+        weights.append(weight)
+
+    env.server = SimpleNamespace(servers=[object(), object()], update_weight=update_weight)
+    env.env_id = (await env._post_register())["env_id"]
+    for _ in range(3):
+        await env.get_status()
+    client = env._api_http
+    await env.close_run_api_http()
+    assert env.status_dict["current_step"] == 0 and "queue_size" in env.status_dict
+    assert env.max_num_workers == 6  # -1: per node x servers, as upstream computes it
+    assert len(weights) == 3 and weights[0] == env.status_dict["env_weight"]
+    assert client is not None and client.is_closed  # the polls ran on the one keep-alive client
