@@ -120,7 +120,7 @@ async def test_scored_groups_reach_the_real_run_api_gzipped_and_encoded_off_the_
     monkeypatch.setattr(serve_api, "encode_scored", spy)
     env = client_for(run_api)
     env.env_id = (await env._post_register())["env_id"]
-    one, listed = group(4, 1500, seed=1), group(4, 1500, seed=2)
+    one, listed = group(4, 2500, seed=1), group(4, 2500, seed=2)  # over INLINE_TOKENS: to a thread
     await env._send_scored_data_to_api(one)
     await env._send_scored_data_to_api([listed])
     await env.close_run_api_http()
@@ -130,6 +130,21 @@ async def test_scored_groups_reach_the_real_run_api_gzipped_and_encoded_off_the_
     sent = {json.dumps(g["tokens"]) for g in (one, listed)}
     assert {json.dumps(g["tokens"]) for g in batch} == sent
     assert all(g["env_id"] == env.env_id for g in batch)
+
+
+def test_the_body_is_built_in_pieces_but_is_exactly_json_dumps():
+    odd = {
+        "tokens": [[1, 2], [], [3]],
+        "scores": [0.5, float("nan"), -1e300],
+        "messages": [[{"role": "user", "content": 'é\u2028"x"'}], []],
+        "int_keys": {1: [2], 3: {"a": None}},
+        "mixed": [[1], 2, {"b": [True, False]}],
+        "empty": {},
+        "none": None,
+        "nested": {"x": [[[1, 2], [3]], [[4]]]},
+    }
+    for value in (odd, [odd, group(2, 3, seed=1)], [], [[]], group(4, 50, seed=2), "s", 7):
+        assert serve_api.dumps_in_pieces(value) == json.dumps(value), value
 
 
 def test_a_scored_body_is_atroposlibs_json_gzipped_from_one_kib():
