@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from rubrics import pyparse
 from rubrics.aio import Limiter
 from rubrics.code_tests import (
     AssertTest,
@@ -226,7 +227,7 @@ class CodeRubric(Rubric):
                 feedback="No ```python code block found in the answer.",
             )
         try:
-            tree = ast.parse(code)
+            tree = pyparse.parse(code)
         except (SyntaxError, ValueError) as exc:
             line = getattr(exc, "lineno", None)
             msg = f"SyntaxError: {getattr(exc, 'msg', exc)}" + (f" (line {line})" if line else "")

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from types import CodeType
 from typing import Any
 
+from rubrics import pyparse
+
 
 @dataclass(frozen=True)
 class StdioTest:
@@ -339,7 +341,7 @@ _NODES = (
 
 def validate_check(expr: str) -> None:
     """Raise ValueError unless `expr` is a restricted host-side check expression."""
-    tree = ast.parse(expr, mode="eval")
+    tree = pyparse.parse(expr, mode="eval")
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute):
             if not (
@@ -419,7 +421,7 @@ def parse_assert(stmt: ast.stmt, entry_points: set[str], rename: str | None = No
 
 def asserts_to_tests(code: str, entry_point: str | None = None) -> list[Test]:
     """MBPP-style assert lists: one CallTest per convertible assert, AssertTest for the others."""
-    tree = ast.parse(code)
+    tree = pyparse.parse(code)
     names = {entry_point} if entry_point else _called_names(tree)
     tests: list[Test] = []
     for stmt in tree.body:
@@ -430,7 +432,7 @@ def asserts_to_tests(code: str, entry_point: str | None = None) -> list[Test]:
 
 def infer_entry_point(code: str) -> str | None:
     """The first function an assert list calls (MBPP rows do not name their entry point)."""
-    names = _called_names(ast.parse(code))
+    names = _called_names(pyparse.parse(code))
     return next(iter(names), None)
 
 
@@ -446,7 +448,7 @@ def humaneval_suite(problem: Mapping[str, Any], time_limit_s: float = 4.0) -> Te
     a convertible assert (or a no-op); otherwise the whole check runs in-process as one AssertTest.
     The prompt is trusted setup (it defines helpers such as `poly` and the typing imports)."""
     entry = problem["entry_point"]
-    tree = ast.parse(problem["test"])
+    tree = pyparse.parse(problem["test"])
     check = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"), None)
     tests: list[Test] = []
     if check is not None and check.args.args:
