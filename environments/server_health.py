@@ -43,10 +43,17 @@ OnDown = Literal["wait", "stop"]
 
 
 def describe(exc: BaseException) -> str:
-    """A short reason for a failed call: exception type and first line of its message."""
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    if not text and exc.__cause__ is not None:
-        text = str(exc.__cause__).splitlines()[0]
+    """A short reason for a failed call: exception type and the first non-blank line of its message,
+    else of its cause's or context's (httpx raises e.g. `ReadError('')` from `ReadError('')` when a
+    kept-alive connection died with its server); the type alone when none has one."""
+    text = ""
+    for source in (exc, exc.__cause__, exc.__context__):
+        lines = (
+            [line.strip() for line in str(source).splitlines() if line.strip()] if source is not None else []
+        )
+        if lines:
+            text = lines[0]
+            break
     return f"{type(exc).__name__}: {text}"[:200] if text else type(exc).__name__
 
 

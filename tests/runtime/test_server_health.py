@@ -47,3 +47,31 @@ async def test_stop_policy_sets_the_reason_naming_the_url():
     finally:
         await watcher.aclose()
     assert watcher.stop_reason and server.config.base_url in watcher.stop_reason
+
+
+def test_describe_finds_a_reason_along_the_cause_chain_or_names_the_type():
+    import httpx
+
+    from environments.server_health import describe
+
+    def chained(outer: BaseException, inner: BaseException) -> BaseException:
+        try:
+            try:
+                raise inner
+            except BaseException as exc:
+                raise outer from exc
+        except BaseException as exc:
+            return exc
+
+    # a kept-alive connection whose server was restarted: empty messages all the way down
+    assert describe(chained(httpx.ReadError(""), httpx.ReadError(""))) == "ReadError"
+    assert describe(chained(httpx.ReadError(""), OSError("\n  \n"))) == "ReadError"
+    assert describe(chained(httpx.ConnectError(""), OSError("refused\nmore"))) == "ConnectError: refused"
+    assert describe(httpx.ReadError("\n  reset by peer\n")) == "ReadError: reset by peer"
+    try:
+        try:
+            raise ValueError("the context")
+        except ValueError:
+            raise KeyError() from None  # noqa: B904 - the context is kept, the cause is not
+    except KeyError as exc:
+        assert describe(exc) == "KeyError: the context"
