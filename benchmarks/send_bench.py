@@ -45,13 +45,6 @@ def make_group(n: int, tokens: int, seed: int) -> dict:
         "inference_logprobs": [
             [1.0] * prompt + [-rng.random() * 5 for _ in range(tokens - prompt)] for _ in range(n)
         ],
-        "advantages": None,
-        "ref_logprobs": None,
-        "messages": None,
-        "generation_params": None,
-        "group_overrides": None,
-        "overrides": None,
-        "images": None,
     }
 
 

@@ -21,6 +21,7 @@ import ast
 import asyncio
 import json
 import re
+import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -250,12 +251,16 @@ class CodeRubric(Rubric):
         async with self._limit:
             job = self.build_job(code, suite)
             deadline = job.limits.wall_time_s + self.config.sandbox_wait_s
+            started = time.monotonic()
             try:
                 sandbox = await self.get_sandbox()
                 result = await asyncio.wait_for(sandbox.run(job), deadline)
             except asyncio.CancelledError:
                 raise
-            except TimeoutError:  # a wedged backend: the job was cancelled, which frees its slot
+            except TimeoutError as exc:
+                if time.monotonic() - started < deadline:  # the backend's own, not our deadline
+                    return RewardResult.unverified(Status.ERROR, f"sandbox failed: TimeoutError: {exc}")
+                # a wedged backend: the job was cancelled, which frees its slot
                 return RewardResult.unverified(
                     Status.ERROR,
                     f"sandbox gave no result in {deadline:.0f} s (the job's wall budget "

@@ -276,6 +276,23 @@ def test_a_wedged_sandbox_is_an_error_after_the_deadline_not_a_hang():
         box.close_sync()
 
 
+async def test_a_backends_own_timeout_error_keeps_its_reason():
+    class TimingOut:  # a backend whose client gives up at once (a Docker API read timeout, say)
+        name = "timing-out"
+
+        async def run(self, job):
+            raise TimeoutError("docker API read timed out")
+
+        async def close(self) -> None:
+            pass
+
+    rubric = CodeRubric(TimingOut(), CodeRubricConfig(sandbox_wait_s=300))
+    suite = TestSuite((StdioTest("2\n", "4\n"),), time_limit_s=0.1)
+    res = await rubric.score(Sample(prompt="", completion=fenced("print(4)"), answer=suite))
+    assert res.score is None and res.status is Status.ERROR
+    assert res.reason == "sandbox failed: TimeoutError: docker API read timed out", res.reason
+
+
 async def test_broken_sandbox_interpreter_is_an_error_not_a_zero(code_sandbox):
     rubric = CodeRubric(code_sandbox, CodeRubricConfig(python="/nonexistent/python3"))
     res = await rubric.score(

@@ -75,20 +75,13 @@ def client_for(url: str) -> RunApiClient:
 
 
 def group(n: int, tokens: int, seed: int) -> dict:
-    """A scored group as atroposlib's `ScoredDataGroup` (its JSON form), big enough to be gzipped."""
+    """A scored group as atroposlib's `ScoredDataGroup` (its JSON form; the optional fields left to run-api's defaults)."""
     seqs = [[(seed * 7919 + i * 31 + t) % 2048 for t in range(tokens)] for i in range(n)]
     return {
         "tokens": seqs,
         "masks": [[-100] * 4 + s[4:] for s in seqs],
         "scores": [1.0 if i % 2 else -1.0 for i in range(n)],
         "inference_logprobs": [[1.0] * 4 + [-0.5] * (tokens - 4) for _ in range(n)],
-        "advantages": None,
-        "ref_logprobs": None,
-        "messages": None,
-        "generation_params": None,
-        "group_overrides": None,
-        "overrides": None,
-        "images": None,
     }
 
 
