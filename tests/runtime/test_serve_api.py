@@ -15,6 +15,7 @@ import httpx
 
 from environments import serve_api
 from environments.serve_api import RunApiClient
+from tests.integration.test_modes_on_vllm import register_trainer
 
 
 class CountingServer:
@@ -100,8 +101,6 @@ async def test_run_api_calls_share_one_keep_alive_connection():
 
 
 async def test_scored_groups_reach_the_real_run_api_gzipped_and_encoded_off_the_loop(run_api, monkeypatch):
-    from tests.integration.test_modes_on_vllm import register_trainer
-
     register_trainer(run_api, batch_size=8, max_token_len=4096)
     encoded_on: list[bool] = []
     encode = serve_api.encode_scored
@@ -169,8 +168,6 @@ async def test_a_5xx_is_tried_again_and_a_4xx_is_counted_as_a_drop():
 
 
 async def test_status_polls_of_the_real_run_api_set_what_upstreams_get_status_sets(run_api):
-    from tests.integration.test_modes_on_vllm import register_trainer
-
     register_trainer(run_api, batch_size=8)
     env = client_for(run_api)
     env.config.max_num_workers, env.config.max_num_workers_per_node, env.config.status_every_s = -1, 3, 30

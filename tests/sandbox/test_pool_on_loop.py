@@ -80,16 +80,23 @@ def test_more_jobs_than_workers_wait_on_the_loop():
     _on_loop(2, main)
 
 
-def test_waiters_are_not_stranded_when_every_job_breaks_its_worker():
+BREAKERS = {  # jobs whose limit hit takes their worker down
+    "output": (py("import sys\nsys.stdout.write('x' * 100000)", output_bytes=1000), LimitHit.OUTPUT),
+    "wall_time": (py("while True:\n    pass", wall_time_s=0.3), LimitHit.WALL_TIME),
+}
+
+
+@pytest.mark.parametrize("how", list(BREAKERS))
+def test_waiters_are_not_stranded_when_every_job_breaks_its_worker(how):
     """A woken waiter that finds its worker dead submits to a slot thread and does not pass the wake
     on; the last loop job to end must wake every waiter left, or they wait for ever (a CI hang of
     test_cheats_never_get_credit, where cheats kill or overflow their worker)."""
+    job, limit = BREAKERS[how]
 
     async def main(box):
         await box.warm_up()
-        loud = py("import sys\nsys.stdout.write('x' * 100000)", output_bytes=1000)
-        results = await asyncio.wait_for(asyncio.gather(*(box.run(loud) for _ in range(8))), 60)
-        assert [r.limit_hit for r in results] == [LimitHit.OUTPUT] * 8
+        results = await asyncio.wait_for(asyncio.gather(*(box.run(job) for _ in range(8))), 60)
+        assert [r.limit_hit for r in results] == [limit] * 8
         assert box.stats["worker_recycles"] == 8
         assert box._loop_jobs == 0 and not box._loop_waiters
         await _healthy(box)
