@@ -8,6 +8,9 @@ medians of `--rounds` rounds, and ratios against the baseline of the same run):
   host-compared call tests / in-process checks with the hack detector, one sandbox job per completion;
 * `floor: <backend> pass`: `python3 -c pass` through the same sandbox, i.e. the backend's own cost per
   job, which the rubric cannot go below.
+* `ceiling: fork only`: the bare program run in a child forked from the warm worker's own image,
+  nothing else (`fork_ceiling.py`: no sandbox, no harness, no hack detection, exit-code verdicts);
+  a rubric that forks per completion cannot beat it, so it bounds what "k x bare" can mean here.
 
 Per mode: sequential latency p50/p99 per completion (one at a time), throughput with `--workers`
 completions in flight (jobs/s), and how many of the 164 scored 1.0 (trivial jobs: how many ran ok).
@@ -42,9 +45,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from fork_ceiling import ForkCeiling  # noqa: E402
+
 from rubrics.code import CodeRubric, CodeRubricConfig  # noqa: E402
 from rubrics.code_tests import humaneval_suite  # noqa: E402
 from rubrics.core import Sample  # noqa: E402
+from sandbox.bwrap import PRELOAD  # noqa: E402
 from sandbox.core import Job  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
@@ -56,9 +62,20 @@ def problems(limit: int) -> list[dict]:
     return list(read_problems().values())[:limit]
 
 
+def program(p: dict) -> str:
+    """The whole check as one program: prompt, canonical solution, tests, `check(entry_point)`."""
+    return f"{p['prompt']}{p['canonical_solution']}\n{p['test']}\ncheck({p['entry_point']})\n"
+
+
 def bare_one(p: dict) -> bool:
-    program = f"{p['prompt']}{p['canonical_solution']}\n{p['test']}\ncheck({p['entry_point']})\n"
-    return subprocess.run([PYTHON, "-I", "-c", program], capture_output=True, timeout=60).returncode == 0
+    return subprocess.run([PYTHON, "-I", "-c", program(p)], capture_output=True, timeout=60).returncode == 0
+
+
+def measure_ceiling(forks: ForkCeiling, programs: list[str]) -> tuple[list[float], float, int]:
+    """`measure`'s result for the fork ceiling: sequential latencies (s), jobs/s in flight, ok count."""
+    seq_ms, ok_seq = forks.sequential(programs)
+    _, rate, ok_conc = forks.concurrent(programs)
+    return [ms / 1e3 for ms in seq_ms], rate, min(ok_seq, ok_conc)
 
 
 async def measure(
@@ -118,17 +135,24 @@ async def main() -> None:
     async def floor(i: int) -> bool:
         return (await sandbox.run(trivial)).ok
 
+    ceiling_name = "  ceiling: fork only"
+    forks = ForkCeiling(PYTHON, PRELOAD, procs=args.workers)
     await rubric.score(samples[0])  # warm the pool (start-up cost is the sandbox benchmark's business)
     modes = {
         "bare_subprocess": bare,
         f"rubric_{sandbox.name}": scored,
         f"  floor: {sandbox.name} pass": floor,
+        ceiling_name: None,  # measured by `measure_ceiling`
     }
     results: dict[str, list] = {name: [] for name in modes}
     for _ in range(args.rounds):
         for name, fn in modes.items():
+            if fn is None:
+                results[name].append(measure_ceiling(forks, [program(p) for p in ps]))
+                continue
             results[name].append(await measure(fn, len(ps), args.workers))
     await sandbox.close()
+    forks.close()
     rows = [summary(name, rounds) for name, rounds in results.items()]
     base = rows[0]
     print(f"HumanEval canonical solutions: {len(ps)} completions, {args.workers} in flight, "
