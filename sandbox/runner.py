@@ -647,7 +647,7 @@ def _child(
 
     stdio: one test; the solution itself is the test. Otherwise a session: setup + solution once,
     then a `R` (ready) message, then one message per test in order. `files`: what fds 0-2 become;
-    `streams`: their text streams, built by the parent (`_prepared_stdio`). `rlimits` ([(resource,
+    `streams`: their text streams, built by the parent (`_child_stdio`). `rlimits` ([(resource,
     value)]) are the sandbox job's own limits, set first when the harness runs in a pool's worker.
 
     Sessions share the interpreter with the solution, so the solution may not change what the
@@ -982,6 +982,23 @@ def _input_fd(text: str) -> int:
     return fd
 
 
+_STDIO: dict = {}  # file types of a child's stdin/stdout/stderr -> the streams such children get
+
+
+def _child_stdio(files: tuple[int, int, int]) -> tuple:
+    """The child's stdio streams, built once for each kind of files and kept. A stream keeps only
+    the numbers 0-2 (the child puts its own descriptors there) and what its set-up probes saw,
+    which depends on the type of file alone (memfd or /dev/null in, pipe or /dev/null out). The
+    harness never uses them, and each child reads and writes its own copy-on-write copy. Building
+    and freeing them per session cost the harness ~60 page faults (each page it writes after a fork
+    faults)."""
+    key = tuple(os.fstat(fd).st_mode & 0o170000 for fd in files)  # S_IFMT
+    streams = _STDIO.get(key)
+    if streams is None:
+        streams = _STDIO[key] = _prepared_stdio(files)
+    return streams
+
+
 def _prepared_stdio(files: tuple[int, int, int]) -> tuple:
     """The child's sys.stdin/stdout/stderr, built here before the fork (allocating them in the child
     costs ~100 copy-on-write page faults). Their set-up probes (fstat, lseek) must see the child's own
@@ -1024,7 +1041,7 @@ def supervise(spec: dict, chunk: list, rlimits: tuple = ()) -> list[dict]:
         in_fd = os.open(os.devnull, os.O_RDONLY)
     err_w = os.open(os.devnull, os.O_WRONLY)
     files = (in_fd, out_w, err_w)
-    streams = _prepared_stdio(files)
+    streams = _child_stdio(files)
     started = time.monotonic()
     pid = os.fork()
     if pid == 0:

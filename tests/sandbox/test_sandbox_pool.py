@@ -106,6 +106,33 @@ def test_no_state_leaks_between_jobs(pool):
     assert res.stdout == b"['main.py'] [] 1 False\n", res
 
 
+def test_stdio_is_fresh_in_every_job(pool):
+    """The worker keeps one set of stdio streams per kind of job (built once, never used by itself):
+    every job still starts with empty buffers at offset 0, buffered or `-u` as its command says."""
+    left = Job(
+        command=(
+            "python3",
+            "-c",
+            "import os, sys; sys.stdin.read(2); sys.stdout.write('left-over'); os._exit(0)",
+        ),
+        stdin=b"abcdef",
+    )
+    show = "import os, sys; print(sys.stdin.tell(), repr(sys.stdin.read()), sys.stdout.write_through)\n"
+    unbuffered = Job(
+        command=("python3", "-u", "-c", show + "sys.stdout.write('kept'); os._exit(0)"), stdin=b"xyz\n"
+    )
+    buffered = Job(command=("python3", "-c", show + "sys.stdout.write('lost'); os._exit(0)"), stdin=b"abc")
+    for _ in range(2):
+        res = pool.run_sync(left)
+        assert (res.exit_code, res.stdout) == (0, b""), res  # unflushed output dies with the job
+        res = pool.run_sync(unbuffered)
+        assert res.stdout == b"0 'xyz\\n' True\nkept", res
+        res = pool.run_sync(buffered)
+        assert (res.exit_code, res.stdout) == (0, b""), res  # print and write were both still buffered
+        res = pool.run_sync(py(show.replace("import os, ", "import ")))
+        assert res.stdout == b"0 '' False\n", res
+
+
 # one SysV IPC object of each kind (IPC_PRIVATE, IPC_CREAT | 0600): the worker keeps the
 # /proc/sysvipc files open between jobs and must still see what the last job left
 _SYSV_MAKE = {
