@@ -137,6 +137,7 @@ async def main() -> None:
 
     ceiling_name = "  ceiling: fork only"
     forks = ForkCeiling(PYTHON, PRELOAD, procs=args.workers)
+    programs = [program(p) for p in ps]
     await rubric.score(samples[0])  # warm the pool (start-up cost is the sandbox benchmark's business)
     modes = {
         "bare_subprocess": bare,
@@ -148,7 +149,7 @@ async def main() -> None:
     for _ in range(args.rounds):
         for name, fn in modes.items():
             if fn is None:
-                results[name].append(measure_ceiling(forks, [program(p) for p in ps]))
+                results[name].append(measure_ceiling(forks, programs))
                 continue
             results[name].append(await measure(fn, len(ps), args.workers))
     await sandbox.close()
