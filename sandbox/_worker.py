@@ -16,12 +16,17 @@ Harness jobs (spec mode "harness", see `sandbox/harness.py`): the trusted test h
 it forks one child per test session (the only process that runs untrusted code; it closes every
 inherited descriptor, including the control socket and the result channel, before the solution
 runs) and writes its records to the job's channel descriptor. Same sweep and wipe afterwards.
-If anything cannot be restored (files it cannot delete, SysV IPC objects left) it asks to be
-recycled and exits. The host enforces wall time and output caps by killing the whole sandbox.
+If anything cannot be restored (files it cannot delete, SysV IPC objects left, its own rlimits or
+scheduling changed) it asks to be recycled and exits. The host enforces wall time and output caps
+by killing the whole sandbox.
 
 Integrity: PID 1 ignores signals from inside the namespace that it has no handler for (so no
 SIGINT handler is kept), and it is non-dumpable, so jobs (same uid, no capabilities) cannot
-ptrace it or open its /proc/1/fd/* to reach the control socket.
+ptrace it or open its /proc/1/fd/* to reach the control socket. A job could still change what
+every later job inherits from it (rlimits, nice value, CPU affinity, scheduling policy: allowed
+between processes of one uid); bwrap's seccomp filter denies that, and where no such filter is
+in place (Docker's default profile) this process finds the change after the job and asks to be
+recycled (`_inherited`).
 """
 
 import _signal
@@ -333,6 +338,20 @@ def _wipe(root):
         return False
 
 
+_RLIMITS = sorted(getattr(resource, name) for name in dir(resource) if name.startswith("RLIMIT_"))
+
+
+def _inherited():
+    """What a job's process inherits from this one that another process of our uid could change
+    (`prlimit`, `setpriority`, `sched_setaffinity`, `sched_setscheduler` on our pid)."""
+    return (
+        [resource.getrlimit(r) for r in _RLIMITS],
+        os.getpriority(os.PRIO_PROCESS, 0),
+        os.sched_getaffinity(0),
+        os.sched_getscheduler(0),
+    )
+
+
 _IPC_FILES = []  # descriptors of /proc/sysvipc/{shm,sem,msg}, opened once: re-read from offset 0
 
 
@@ -479,6 +498,7 @@ def main(argv):
     os.dup2(null, 0)
     os.dup2(null, 1)
     os.close(null)
+    inherited = _inherited()
     _send(ctrl, {"ready": True})
     while True:
         fds = _recv_job(ctrl)
@@ -510,7 +530,7 @@ def main(argv):
             _, status, ru = _run_job(spec, fds, written, ctrl)
             _sweep()
             cpu, recycle, maxrss = ru.ru_utime + ru.ru_stime, False, ru.ru_maxrss
-        clean = _ipc_clean()
+        clean = _ipc_clean() and _inherited() == inherited
         _send(ctrl, {"status": status, "cpu": cpu, "maxrss_kb": maxrss, "recycle": recycle or not clean})
         # Off the host's critical path; the next job is read only after this. If the scratch cannot
         # be emptied we exit, and the host retries that next job on a fresh worker.

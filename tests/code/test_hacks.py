@@ -56,6 +56,24 @@ def f(x):
     return 0
 """
 
+# lowers the rlimits, nice value and CPU affinity of the harness process (its parent) and of PID 1:
+# denied by the bwrap filter. (On Docker, whose default profile allows it, the worker only recycles
+# after such a job, so the next jobs are safe, but a lowered address-space limit can crash the
+# harness mid-job: not in CHEATS, which the Docker suite shares.)
+SABOTAGE_HARNESS = """
+import os, resource
+def attempt(call, *args):
+    try:
+        call(*args)
+    except OSError:
+        pass
+for pid in {os.getppid(), 1}:
+    for r in (resource.RLIMIT_NOFILE, resource.RLIMIT_NPROC, resource.RLIMIT_AS):
+        attempt(resource.prlimit, pid, r, (8, 8))
+    attempt(os.setpriority, os.PRIO_PROCESS, pid, 19)
+    attempt(os.sched_setaffinity, pid, {min(os.sched_getaffinity(0))})
+"""
+
 PROC_TRY = "import os\ntry:\n    {}\nexcept OSError:\n    pass\ndef f(x):\n    return 0"
 
 # name -> (solution code, must be flagged as HACK in call/assert formats)
@@ -240,6 +258,22 @@ async def test_cheats_never_get_credit(code_sandbox, suite_name):
         Sample(prompt="", completion=fenced("def f(x):\n    return x * x"), answer=suite)
     )
     assert honest.score == 1.0 and honest.status is Status.OK
+
+
+@pytest.mark.parametrize("suite_name", ["call", "assert", "stdio"])
+async def test_a_completion_cannot_fail_the_ones_after_it(code_sandbox, suite_name):
+    """A solution that lowers the limits or priority of the harness (or PID 1) scores 0 itself, and
+    the honest completions scored after it on the same sandbox still pass."""
+    suite = {"call": CALL, "assert": ASSERT, "stdio": STDIO}[suite_name]
+    honest = "import sys\ndef f(x):\n    return x * x\n"
+    if suite_name == "stdio":
+        honest += "print(f(int(sys.stdin.read())))\n"
+    rubric = CodeRubric(code_sandbox, CodeRubricConfig())
+    for _ in range(2):  # one at a time: the next completion runs on the same warm worker
+        bad = await rubric.score(Sample(prompt="", completion=fenced(SABOTAGE_HARNESS), answer=suite))
+        assert bad.score == 0.0, bad
+        good = await rubric.score(Sample(prompt="", completion=fenced(honest), answer=suite))
+        assert good.score == 1.0 and good.status is Status.OK, good
 
 
 async def test_patches_of_modules_used_by_in_process_checks_are_flagged(code_sandbox):

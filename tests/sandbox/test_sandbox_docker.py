@@ -45,6 +45,7 @@ from test_sandbox_escape import (  # noqa: F401
     test_symlink_tricks,
 )
 from test_sandbox_pool import (  # noqa: F401
+    test_a_job_cannot_change_what_the_next_job_inherits,
     test_limit_hit_recycles_and_next_job_is_correct,
     test_no_state_leaks_between_jobs,
     test_sysv_ipc_left_behind_recycles_worker,

@@ -368,3 +368,34 @@ def test_no_syscall_reaches_another_process_memory(sb):
     res = sb.run_sync(py(code))
     assert res.stdout == b"-1 1\n-1 1\n-1 1\n", res
     assert_healthy(sb)
+
+
+def test_no_syscall_changes_another_process_limits_or_scheduling(sb):
+    """prlimit (setting), setpriority, sched_setaffinity/scheduler and ioprio_set on another process
+    of the sandbox are denied by seccomp (EPERM): a job could otherwise lower what a warm worker
+    hands every later job. Aimed at a child the job forks itself; the same calls on itself work."""
+    code = (
+        "import ctypes, os, platform, resource\n"
+        "ioprio_set = {'x86_64': 251, 'aarch64': 30}[platform.machine()]\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "r, w = os.pipe()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n    os.read(r, 1)\n    os._exit(0)\n"
+        "cpu = {min(os.sched_getaffinity(0))}\n"
+        "calls = [lambda p: resource.prlimit(p, resource.RLIMIT_NOFILE, (16, 16)),\n"
+        "         lambda p: os.setpriority(os.PRIO_PROCESS, p, 19),\n"
+        "         lambda p: os.sched_setaffinity(p, cpu),\n"
+        "         lambda p: os.sched_setscheduler(p, os.SCHED_BATCH, os.sched_param(0)),\n"
+        "         lambda p: os.sched_setparam(p, os.sched_param(0))]\n"
+        "def attempt(call, p):\n"
+        "    try:\n        call(p)\n        return 0\n    except OSError as e:\n        return e.errno\n"
+        "others = [attempt(c, pid) for c in calls]\n"
+        "kept = resource.prlimit(pid, resource.RLIMIT_NOFILE) == resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "print(others, [attempt(c, 0) for c in calls], kept)\n"
+        "print(libc.syscall(ioprio_set, 1, pid, 0), ctypes.get_errno(), libc.syscall(ioprio_set, 1, 0, 0))\n"
+        "os.write(w, b'x')\n"
+        "os.waitpid(pid, 0)\n"
+    )
+    res = sb.run_sync(py(code))
+    assert res.stdout == b"[1, 1, 1, 1, 1] [0, 0, 0, 0, 0] True\n-1 1 0\n", res
+    assert_healthy(sb)
