@@ -26,11 +26,13 @@ Measured on a quiet 2-vCPU dev VM (3 runs, 2026-12-02; `benchmarks/results/sandb
   host_pool     5.8-6.4  291-327   3.4-3.7x   39-41%
   bwrap_pool    5.3-7.0  284-324   3.4-3.8x   40%
 
-Isolation costs ~0-5% over the same unsandboxed pool. ">= 4x bare" is not met, and the fork is not
-what stops it: a bare fork from the worker's image reaches 8-9x. The gap is the pool's per-job
-protocol, chiefly the Python work the worker does between forks (spec, files, stdio, sweep, reply):
-each page it writes after a fork takes a copy-on-write fault, ~240 a job against the ceiling's ~50,
-and page faults cost 2-7 us each on this VM (results file: the ablation).
+Isolation costs ~0-5% over the same unsandboxed pool. ">= 4x bare" is not met (3.1-4.0x on
+2026-12-03), and the fork is not what stops it: a bare fork from the worker's image reaches 8-9x.
+The gap is the pool's per-job protocol: the Python work between forks (spec, files, stdio, sweep,
+reply), whose every written page faults after a fork (~185 a job against the ceiling's ~50; 2-7 us
+each on this VM), and the host's side. Moving that work to a process that never forks (a fork
+server) did not help: its own loop still wrote 160 pages, and the moved work is still CPU (results
+file: the ablation and the fork-server A/B).
 
 Usage: python benchmarks/sandbox_bench.py [--jobs N] [--docker-jobs M] [--rounds R]
 """
