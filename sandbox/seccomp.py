@@ -36,7 +36,7 @@ def _null(index: int) -> tuple[tuple[int, int], ...]:
 
 
 # Calls allowed only in these forms (alternatives, each a set of (offset, value) that must all hold);
-# syscall numbers per architecture below.
+# their numbers per architecture are in `_ARCHES`.
 _SELF_ONLY = {
     "prlimit64": ((_arg(0, 0),), _null(2)),  # one's own limits; or only reading another's
     "setpriority": ((_arg(0, 0), _arg(1, 0)),),  # PRIO_PROCESS, who = 0
@@ -45,26 +45,6 @@ _SELF_ONLY = {
     "sched_setaffinity": ((_arg(0, 0),),),
     "sched_setattr": ((_arg(0, 0),),),
     "ioprio_set": ((_arg(0, 1), _arg(1, 0)),),  # IOPRIO_WHO_PROCESS, who = 0
-}
-_SELF_ONLY_NRS = {
-    "x86_64": {
-        "prlimit64": 302,
-        "setpriority": 141,
-        "sched_setparam": 142,
-        "sched_setscheduler": 144,
-        "sched_setaffinity": 203,
-        "sched_setattr": 314,
-        "ioprio_set": 251,
-    },
-    "aarch64": {
-        "prlimit64": 261,
-        "setpriority": 140,
-        "sched_setparam": 118,
-        "sched_setscheduler": 119,
-        "sched_setaffinity": 122,
-        "sched_setattr": 274,
-        "ioprio_set": 30,
-    },
 }
 
 _LD_W_ABS = 0x20
@@ -98,6 +78,15 @@ _ARCHES = {
             "process_vm_writev": 311,
             "pidfd_getfd": 438,
         },
+        {  # self-only (`_SELF_ONLY`)
+            "prlimit64": 302,
+            "setpriority": 141,
+            "sched_setparam": 142,
+            "sched_setscheduler": 144,
+            "sched_setaffinity": 203,
+            "sched_setattr": 314,
+            "ioprio_set": 251,
+        },
     ),
     "aarch64": (
         0xC00000B7,
@@ -120,6 +109,15 @@ _ARCHES = {
             "process_vm_writev": 271,
             "pidfd_getfd": 438,
         },
+        {  # self-only (`_SELF_ONLY`)
+            "prlimit64": 261,
+            "setpriority": 140,
+            "sched_setparam": 118,
+            "sched_setscheduler": 119,
+            "sched_setaffinity": 122,
+            "sched_setattr": 274,
+            "ioprio_set": 30,
+        },
     ),
 }
 
@@ -130,10 +128,10 @@ def _ins(code: int, jt: int, jf: int, k: int) -> bytes:
 
 def program(machine: str | None = None) -> bytes | None:
     """The compiled filter (array of `struct sock_filter`) for this machine, or None if unsupported."""
-    arch = _ARCHES.get(machine or platform.machine())
-    if arch is None:
+    machine = machine or platform.machine()
+    if machine not in _ARCHES:
         return None
-    audit_arch, denied = arch
+    audit_arch, denied, self_only = _ARCHES[machine]
     deny = _RET_ERRNO | errno.EPERM
     out = [
         _ins(_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
@@ -141,11 +139,11 @@ def program(machine: str | None = None) -> bytes | None:
         _ins(_RET_K, 0, 0, _RET_KILL_PROCESS),
         _ins(_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
     ]
-    if (machine or platform.machine()) == "x86_64":
+    if machine == "x86_64":
         out += [_ins(_JGE_K, 0, 1, _X32_BIT), _ins(_RET_K, 0, 0, _RET_KILL_PROCESS)]
     for nr in sorted(denied.values()):
         out += [_ins(_JEQ_K, 0, 1, nr), _ins(_RET_K, 0, 0, deny)]
-    for name, nr in sorted(_SELF_ONLY_NRS[machine or platform.machine()].items()):
+    for name, nr in sorted(self_only.items()):
         out += _self_only(nr, _SELF_ONLY[name], deny)
     out.append(_ins(_RET_K, 0, 0, _RET_ALLOW))
     return b"".join(out)

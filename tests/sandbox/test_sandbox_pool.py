@@ -71,14 +71,15 @@ INHERITED = (
     "print(limits, os.getpriority(os.PRIO_PROCESS, 0), sorted(os.sched_getaffinity(0)),\n"
     "      os.sched_getscheduler(0))\n"
 )
-SABOTAGE = {  # each alone: lowering every limit at once would only kill the worker (CPU 0)
-    "rlimit_nofile": "resource.prlimit({pid}, resource.RLIMIT_NOFILE, (16, 16))",
-    "rlimit_as": "resource.prlimit({pid}, resource.RLIMIT_AS, (40 << 20, 40 << 20))",
-    "rlimit_stack": "resource.prlimit({pid}, resource.RLIMIT_STACK, (1 << 16, 1 << 16))",
-    "nice": "os.setpriority(os.PRIO_PROCESS, {pid}, 19)",
+SABOTAGE = {  # each alone (lowering every limit at once would only kill the worker: CPU 0); `pid`:
+    # the worker, then PID 1
+    "rlimit_nofile": "resource.prlimit(pid, resource.RLIMIT_NOFILE, (16, 16))",
+    "rlimit_as": "resource.prlimit(pid, resource.RLIMIT_AS, (40 << 20, 40 << 20))",
+    "rlimit_stack": "resource.prlimit(pid, resource.RLIMIT_STACK, (1 << 16, 1 << 16))",
+    "nice": "os.setpriority(os.PRIO_PROCESS, pid, 19)",
     "nice_of_uid": "os.setpriority(os.PRIO_USER, 0, 19)",
-    "affinity": "os.sched_setaffinity({pid}, {{min(os.sched_getaffinity(0))}})",
-    "policy": "os.sched_setscheduler({pid}, os.SCHED_IDLE, os.sched_param(0))",
+    "affinity": "os.sched_setaffinity(pid, {min(os.sched_getaffinity(0))})",
+    "policy": "os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))",
 }
 
 
@@ -88,11 +89,10 @@ def test_a_job_cannot_change_what_the_next_job_inherits(pool, attack):
     every process of the uid) are out of a job's reach: the next job on the worker starts as before."""
     before = pool.run_sync(py(INHERITED))
     assert before.ok, before
-    call = SABOTAGE[attack].format(pid="pid")
     code = (
         "import os, resource\nfor pid in {os.getppid(), 1}:\n    try:\n        "
-        + call
-        + ("\n    except OSError:\n        pass\n")
+        + SABOTAGE[attack]
+        + "\n    except OSError:\n        pass\n"
     )
     res = pool.run_sync(py(code))
     assert res.ok, res
