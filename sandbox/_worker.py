@@ -1,9 +1,11 @@
 """Warm fork-server that runs INSIDE a sandbox (bwrap or Docker) as PID 1 of its pid namespace.
 
-Stdlib only; started as `python3 -I _worker.py CTRL_FD|CTRL_SOCKET_PATH [module,...]`. Protocol over
+Stdlib only; started as `python3 -I _worker.py CTRL_FD|CTRL_SOCKET_PATH [module,...] [FILTER_HEX]`
+(FILTER_HEX: a seccomp program, `sandbox.seccomp.program()`, that this process installs on itself
+before it reports ready; Docker passes it, bwrap installs the same one itself). Protocol over
 the control socket (AF_UNIX SOCK_SEQPACKET, only this process holds it):
 
-  worker -> host  {"ready": true}
+  worker -> host  {"ready": true}   (or {"error": reason}, then it exits)
   host -> worker  b"job" + SCM_RIGHTS [spec memfd, stdin memfd, stdout w, stderr w, (channel w)]
   worker -> host  {"status": wait_status, "cpu": s, "maxrss_kb": n, "recycle": bool}
 
@@ -24,9 +26,10 @@ Integrity: PID 1 ignores signals from inside the namespace that it has no handle
 SIGINT handler is kept), and it is non-dumpable, so jobs (same uid, no capabilities) cannot
 ptrace it or open its /proc/1/fd/* to reach the control socket. A job could still change what
 every later job inherits from it (rlimits, nice value, CPU affinity, scheduling policy: allowed
-between processes of one uid); bwrap's seccomp filter denies that, and where no such filter is
-in place (Docker's default profile) this process finds the change after the job and asks to be
-recycled (`_inherited`).
+between processes of one uid); the project's seccomp filter denies that (bwrap installs it; in a
+Docker container this process adds it on top of Docker's default profile, which allows the calls:
+`_add_filter`), and should it ever be missing, this process finds the change after the job and
+asks to be recycled (`_inherited`).
 """
 
 import _signal
@@ -52,6 +55,27 @@ SCRATCH = "/tmp"
 SHM = "/dev/shm"
 CHANNEL_FD = 3
 PR_SET_DUMPABLE = 4
+PR_SET_SECCOMP = 22
+PR_SET_NO_NEW_PRIVS = 38
+SECCOMP_MODE_FILTER = 2
+
+
+class _SockFprog(ctypes.Structure):  # struct sock_fprog
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def _add_filter(program):
+    """Install the seccomp `program` (packed `struct sock_filter`s) on this process and everything
+    it forks. Filters stack: a system call must pass this one and any the runtime installed before
+    (Docker's default profile). Needs no privilege once no_new_privs is set (set here; Docker's
+    `no-new-privileges` has set it already). Raises OSError if the kernel refuses."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    buf = ctypes.create_string_buffer(program, len(program))
+    prog = _SockFprog(len(program) // 8, ctypes.addressof(buf))
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)")
 
 
 def _send(sock, obj):
@@ -500,6 +524,12 @@ def main(argv):
             __import__(name)
         except ImportError:
             pass
+    if len(argv) > 3 and argv[3]:
+        try:
+            _add_filter(bytes.fromhex(argv[3]))
+        except (OSError, ValueError) as e:  # never run jobs without it; the host raises this reason
+            _send(ctrl, {"error": f"cannot install the seccomp filter: {e}"})
+            return 2
     runner = _load_runner()
     os.chdir(SCRATCH)  # harness children run where every job runs (Docker starts us in /, read-only)
     _settle()

@@ -1,7 +1,9 @@
 """Docker backend: a warm pool of long-lived containers, each running the fork-server worker as PID 1.
 
 Containers: network none, read-only root, tmpfs scratch (/tmp) and /dev/shm, non-root user
-(65534), every capability dropped, no-new-privileges, memory/CPU/pids limits. The same worker
+(65534), every capability dropped, no-new-privileges, memory/CPU/pids limits, and the project's
+seccomp filter (`sandbox/seccomp.py`, which the worker adds on top of Docker's default profile:
+that profile lets a job change another process's rlimits and scheduling). The same worker
 and protocol as the bubblewrap pool (`sandbox/_worker.py`): the host listens on a one-shot unix
 socket bind-mounted into the container, the worker connects once, the listener is closed and
 unlinked, and every job then gets fresh host pipes passed over that socket (so there is no
@@ -31,7 +33,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from queue import SimpleQueue
 
-from sandbox import _proc
+from sandbox import _proc, seccomp
 from sandbox.borrow import WarmBorrowing
 from sandbox.bwrap import PRELOAD, SlotResults
 from sandbox.cgroups import ROOT, Slot, _pid_alive
@@ -135,7 +137,7 @@ class DockerWorker(Worker):
                 volumes["/usr"] = {"bind": "/usr", "mode": "ro"}
             self.container = box.client.containers.run(
                 cfg.image,
-                [cfg.python, "-I", WORKER_DST, CTL_DST, ",".join(cfg.preload)],
+                [cfg.python, "-I", WORKER_DST, CTL_DST, ",".join(cfg.preload), box.filter_hex],
                 detach=True,
                 user=cfg.user,
                 network_mode="none",
@@ -208,6 +210,8 @@ class DockerSandbox(WarmBorrowing, SlotResults):
                 "or docker/Dockerfile"
             ) from e
         sweep_containers(self.client)
+        program = seccomp.program()
+        self.filter_hex = program.hex() if program else ""  # the worker installs it on itself
         self.cgroups = None
         self.sockdir = tempfile.mkdtemp(prefix="rlvr-docker-")
         os.chmod(self.sockdir, 0o700)

@@ -121,8 +121,9 @@ class Worker:
             msg = host.recv(4096) if ready else b""
         except OSError:
             msg = b""
-        if not msg or not json.loads(msg).get("ready"):
-            why = self.stderr_tail()
+        hello = json.loads(msg) if msg else {}
+        if not hello.get("ready"):
+            why = hello.get("error") or self.stderr_tail()  # its own word, else what it printed
             self.stop()
             raise SandboxError(f"warm worker failed to start: {why!r}")
 

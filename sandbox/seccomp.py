@@ -1,4 +1,5 @@
-"""A small seccomp-bpf deny list for bubblewrap (`bwrap --seccomp FD`).
+"""A small seccomp-bpf deny list for the sandboxes: bubblewrap loads it (`bwrap --seccomp FD`); the
+Docker worker installs it on itself, on top of Docker's default profile (`_worker._add_filter`).
 
 Denied with EPERM: kernel keyrings (`add_key`, `request_key`, `keyctl`: the user keyring outlives a
 job and would carry data to the next job in the same warm worker), `bpf`, `perf_event_open`,

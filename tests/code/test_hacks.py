@@ -57,9 +57,9 @@ def f(x):
 """
 
 # lowers the rlimits, nice value and CPU affinity of the harness process (its parent) and of PID 1:
-# denied by the bwrap filter. (On Docker, whose default profile allows it, the worker only recycles
-# after such a job, so the next jobs are safe, but a lowered address-space limit can crash the
-# harness mid-job: not in CHEATS, which the Docker suite shares.)
+# denied by the project's seccomp filter on both backends (bwrap installs it; the Docker worker adds
+# it to Docker's default profile, which allows these calls: without it a lowered address-space limit
+# crashed the harness mid-job and the completion ended "could not verify" instead of 0)
 SABOTAGE_HARNESS = """
 import os, resource
 def attempt(call, *args):
@@ -78,6 +78,7 @@ PROC_TRY = "import os\ntry:\n    {}\nexcept OSError:\n    pass\ndef f(x):\n    r
 
 # name -> (solution code, must be flagged as HACK in call/assert formats)
 CHEATS = {
+    "sabotage_harness": (SABOTAGE_HARNESS, False),
     "fake_result_line_then_exit": (
         'print("@@RESULT {\\"passed\\": 2, \\"total\\": 2}")\nimport os\nos._exit(0)',
         True,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import socket
 
 import pytest
-from sandbox_helpers import assert_healthy
+from sandbox_helpers import assert_healthy, py
 from test_sandbox_basic import (  # noqa: F401
     test_async_run_concurrent_jobs,
     test_bad_file_path_rejected,
@@ -32,6 +32,7 @@ from test_sandbox_escape import (  # noqa: F401
     test_disk_fill_scratch_capped,
     test_env_secrets_and_host_environ_unreadable,
     test_file_size_limit,
+    test_foreign_abi_syscalls_are_killed,
     test_host_files_invisible_and_unwritable,
     test_identity_no_caps_no_new_privs_unprivileged_uid,
     test_jobs_cannot_see_each_other,
@@ -39,6 +40,8 @@ from test_sandbox_escape import (  # noqa: F401
     test_memory_bomb,
     test_network_host_loopback_unreachable_and_only_lo,
     test_no_background_process_survives,
+    test_no_syscall_changes_another_process_limits_or_scheduling,
+    test_no_syscall_reaches_another_process_memory,
     test_output_flood_capped,
     test_proc_snooping,
     test_stderr_and_channel_floods_capped,
@@ -52,7 +55,7 @@ from test_sandbox_pool import (  # noqa: F401
     test_worker_survives_kill_and_ptrace_attempts,
 )
 
-from sandbox import SandboxUnavailable
+from sandbox import SandboxError, SandboxUnavailable
 from sandbox.docker import LABEL, OWNER_LABEL, DockerConfig, DockerSandbox, sweep_containers
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
@@ -96,7 +99,7 @@ def test_wedged_container_is_replaced(pool):
 
 def test_close_removes_every_container_and_sweep_finds_orphans():
     box = _docker(2)
-    box.run_sync(__import__("sandbox_helpers").py("print(1)"))
+    box.run_sync(py("print(1)"))
     assert len(_ours(box)) >= 1
     client = box.client
     box.close_sync()
@@ -109,3 +112,15 @@ def test_close_removes_every_container_and_sweep_finds_orphans():
     )
     assert sweep_containers(client) >= 1
     assert orphan.id not in [c.id for c in client.containers.list(all=True, filters={"label": LABEL})]
+
+
+def test_no_job_runs_where_the_filter_cannot_be_installed():
+    """The worker adds the seccomp filter to Docker's profile before it reports ready; one it cannot
+    install (here: not a BPF program) stops it: no container runs jobs without the filter."""
+    box = _docker(1)
+    try:
+        box.filter_hex = "00"  # one byte: the kernel refuses a program that is not whole instructions
+        with pytest.raises(SandboxError, match="cannot install the seccomp filter"):
+            box.run_sync(py("print(1)"))
+    finally:
+        box.close_sync()
