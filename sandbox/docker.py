@@ -30,12 +30,12 @@ import socket
 import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from queue import SimpleQueue
 
 from sandbox import _proc, seccomp
 from sandbox.borrow import WarmBorrowing
-from sandbox.bwrap import PRELOAD, SlotResults
+from sandbox.bwrap import PRELOAD, SlotResults, default_slots
 from sandbox.cgroups import ROOT, Slot, _pid_alive
 from sandbox.core import ExecResult, Job, Limits, SandboxError, SandboxUnavailable
 from sandbox.harness import RUNNER_SRC
@@ -50,7 +50,7 @@ CTL_DST = "/run/rlvr/ctl.sock"
 class DockerConfig:
     """How the Docker pool runs. Container-wide caps; jobs get their own rlimits inside them."""
 
-    slots: int = 2  # warm containers = concurrent jobs
+    slots: int = field(default_factory=default_slots)  # warm containers = concurrent jobs (CPUs + 1)
     image: str = "rlvr-sandbox:local"
     mount_host_usr: bool = True  # the local image has no userland: bind the host's /usr read-only
     python: str = "/usr/bin/python3"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
 from sandbox_helpers import SUM, assert_healthy, py
@@ -84,6 +85,16 @@ def test_limits_are_per_job(sb):
     big = sb.run_sync(py("x = bytearray(200 << 20); print(len(x))", memory_mb=512))
     small = sb.run_sync(py("x = bytearray(200 << 20); print(len(x))", memory_mb=128))
     assert big.ok and small.limit_hit is LimitHit.MEMORY, (big, small)
+
+
+def test_pools_default_to_one_slot_more_than_the_usable_cpus():
+    """Slots scale with the machine (a fixed count would cap a large trainer node's scoring)."""
+    from sandbox.bwrap import BwrapConfig
+    from sandbox.docker import DockerConfig
+
+    cpus = len(os.sched_getaffinity(0))
+    assert BwrapConfig().slots == DockerConfig().slots == cpus + 1
+    assert BwrapConfig(slots=1).slots == 1
 
 
 def test_get_sandbox_auto_says_which():
