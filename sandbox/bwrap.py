@@ -297,7 +297,8 @@ class BwrapSandbox(WarmBorrowing, SlotResults):
 
     def describe(self) -> str:
         cg = self.cgroups.version if self.cgroups else "none"
-        return f"bwrap (slots={self.config.slots}, cgroups={cg}, warm_pool={self.config.warm_pool})"
+        notes = "".join(f"; {n}" for n in self.notes)
+        return f"bwrap (slots={self.config.slots}, cgroups={cg}, warm_pool={self.config.warm_pool}{notes})"
 
     # ---------------------------------------------------------------- slot threads
     def _init_thread(self) -> None:

@@ -212,6 +212,11 @@ class DockerSandbox(WarmBorrowing, SlotResults):
         sweep_containers(self.client)
         program = seccomp.program()
         self.filter_hex = program.hex() if program else ""  # the worker installs it on itself
+        # without it, Docker's default profile lets a job change what the worker hands the next job;
+        # the worker's own check (`_worker._inherited`) then recycles it after such a job
+        self.notes: list[str] = (
+            [] if program else ["no seccomp filter for this architecture (Docker's profile only)"]
+        )
         self.cgroups = None
         self.sockdir = tempfile.mkdtemp(prefix="rlvr-docker-")
         os.chmod(self.sockdir, 0o700)
@@ -244,7 +249,8 @@ class DockerSandbox(WarmBorrowing, SlotResults):
         self._shutdown()
 
     def describe(self) -> str:
-        return f"docker (slots={self.config.slots}, image={self.config.image})"
+        notes = "".join(f"; {n}" for n in self.notes)
+        return f"docker (slots={self.config.slots}, image={self.config.image}{notes})"
 
     def job_rlimits(self, limits: Limits) -> list[tuple[int, int]]:
         return _proc.job_rlimits(limits, None)  # pids are capped by the container, not per-uid NPROC

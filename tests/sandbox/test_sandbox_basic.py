@@ -97,6 +97,24 @@ def test_pools_default_to_one_slot_more_than_the_usable_cpus():
     assert BwrapConfig(slots=1).slots == 1
 
 
+def test_a_pool_without_the_seccomp_filter_says_so(monkeypatch):
+    """An architecture with no filter program runs without it: `python -m sandbox check` must say so."""
+    from sandbox import seccomp
+    from sandbox.bwrap import BwrapConfig, BwrapSandbox
+
+    box = BwrapSandbox(BwrapConfig(slots=1))
+    try:
+        assert "seccomp" not in box.describe()  # this machine's architecture has one
+    finally:
+        box.close_sync()
+    monkeypatch.setattr(seccomp, "program", lambda: None)
+    box = BwrapSandbox(BwrapConfig(slots=1))
+    try:
+        assert "no seccomp filter" in box.describe()
+    finally:
+        box.close_sync()
+
+
 def test_get_sandbox_auto_says_which():
     box = get_sandbox("auto", slots=1)
     try:

@@ -124,3 +124,15 @@ def test_no_job_runs_where_the_filter_cannot_be_installed():
             box.run_sync(py("print(1)"))
     finally:
         box.close_sync()
+
+
+def test_a_container_pool_without_the_seccomp_filter_says_so(monkeypatch):
+    from sandbox import seccomp
+
+    box = _docker(1)
+    box.close_sync()
+    assert "seccomp" not in box.describe()
+    monkeypatch.setattr(seccomp, "program", lambda: None)
+    box = _docker(1)
+    box.close_sync()
+    assert "no seccomp filter" in box.describe()
