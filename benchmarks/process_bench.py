@@ -112,7 +112,10 @@ def main() -> None:
             from environments.qa_env import QAEnv
 
             prompts = use_task_prompts(QAEnv, out)  # the baseline and the raw client sample them too
-            asyncio.run(raw_client(args.url, model, prompts))  # warm-up: first logprobs/compile costs
+            # warm-up, both request kinds: a fresh server's first logprobs requests were still slow after a
+            # text-only warm-up (the first run's loop took 3.6 s, later runs 1.3-1.5 s)
+            asyncio.run(raw_client(args.url, model, prompts))
+            asyncio.run(raw_client(args.url, model, prompts, with_tokens=True))
             ours_wall, loop = ours(args.url, model, out)
             atropos_wall = atropos(args.url, model, out)
             floor = startup_floor(args.url, model, out)

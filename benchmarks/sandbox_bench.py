@@ -4,7 +4,7 @@ Modes (all measured in the same run, ratios against the baselines printed at the
   bare        subprocess `python3 -I -c HARNESS` per job, no isolation (baseline)
   fork_ceiling  the warm worker's image forking one child per job, nothing else (`fork_ceiling.py`): no
               host round trip, protocol or isolation; what any fork-per-job pool can at most reach here
-  host_pool   unsandboxed warm pool (2 workers): the bwrap pool's worker and host code, same fork-per-job
+  host_pool   unsandboxed warm pool (`--in-flight` workers): the bwrap pool's worker and host code, same fork-per-job
               protocol, minus namespaces/seccomp/cgroups/uid drop (pool baseline: ratios = isolation cost)
   bwrap       one-shot bubblewrap sandbox per job (BwrapSandbox, warm_pool=False)
   bwrap_pool  bubblewrap warm pool (BwrapSandbox, warm_pool=True), driven by `run_sync` from threads
@@ -14,27 +14,31 @@ Modes (all measured in the same run, ratios against the baselines printed at the
   docker_loop the same, `await run(job)` from one event loop
 Docker modes need a running engine and the local image (scripts/ci_host_setup.sh); else they are skipped.
 Every pool is warmed (`warm_up`: all slots' workers started) before timing: a warm pool pays its
-start once per process. Latency: p50/p99 over all rounds (sequential, then 2 in flight: 2 threads,
-or 2 tasks on one event loop for the *_loop modes). Throughput: median of the per-round rates of the
-2-in-flight bursts (`jobs/s per round`); `hpool/tput` = host_pool jobs/s / mode jobs/s.
+start once per process. Latency: p50/p99 over all rounds (sequential, then `--in-flight` jobs at once:
+threads, or tasks on one event loop for the *_loop modes). `--in-flight` defaults to the pools' default
+slot count (one more than the CPUs, `sandbox.bwrap.default_slots`), and every mode gets the same: the
+pools are built with that many slots, bare runs that many subprocesses at a time. Throughput: median of
+the per-round rates of the in-flight bursts (`jobs/s per round`); `hpool/tput` = host_pool jobs/s / mode
+jobs/s.
 
-Measured on a quiet 2-vCPU dev VM (3 runs, 2026-12-02; `benchmarks/results/sandbox_bench.md`):
+Measured on a 2-vCPU VM, 3 in flight (the default), 3 runs, 2026-12-03, load 1.5-3.0
+(`benchmarks/results/sandbox_bench.md`):
 
-  mode          p50 ms   jobs/s    tput/bare  of fork_ceiling
-  bare          19-23    80-98     1.00x
-  fork_ceiling  2.3-2.7  703-803   8.3-9.4x   100%
-  host_pool     5.8-6.4  291-327   3.4-3.7x   39-41%
-  bwrap_pool    5.3-7.0  284-324   3.4-3.8x   40%
+  mode          jobs/s     tput/bare  of fork_ceiling
+  bare          148-184    1.00x
+  fork_ceiling  1372-1489  8.0-9.4x   100%
+  host_pool     637-707    3.8-4.3x   46-48%
+  bwrap_pool    617-756    4.1-4.4x   45-51%
 
-Isolation costs ~0-5% over the same unsandboxed pool. ">= 4x bare" is not met (3.1-4.0x on
-2026-12-03), and the fork is not what stops it: a bare fork from the worker's image reaches 8-9x.
-The gap is the pool's per-job protocol: the Python work between forks (spec, files, stdio, sweep,
-reply), whose every written page faults after a fork (~185 a job against the ceiling's ~50; 2-7 us
-each on this VM), and the host's side. Moving that work to a process that never forks (a fork
-server) did not help: its own loop still wrote 160 pages, and the moved work is still CPU (results
-file: the ablation and the fork-server A/B).
+Isolation costs ~0-5% of throughput over the same unsandboxed pool and ~0.3-0.5 ms of p50. ">= 4x
+bare" holds on that machine; on the VM before it the same code measured 3.0-3.4x (the fork and its
+page faults cost more there). What keeps the pool at half the fork ceiling is its per-job protocol:
+the Python work between forks (spec, files, stdio, sweep, reply), whose every written page faults
+after a fork, and the host's side. Moving that work to a process that never forks (a fork server)
+did not help: its own loop still wrote 160 pages, and the moved work is still CPU (results file:
+the ablation and the fork-server A/B).
 
-Usage: python benchmarks/sandbox_bench.py [--jobs N] [--docker-jobs M] [--rounds R]
+Usage: python benchmarks/sandbox_bench.py [--jobs N] [--docker-jobs M] [--rounds R] [--in-flight K]
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fork_ceiling import ForkCeiling  # noqa: E402
 
 from sandbox import _proc  # noqa: E402
-from sandbox.bwrap import PRELOAD, BwrapConfig, BwrapSandbox, SlotResults  # noqa: E402
+from sandbox.bwrap import PRELOAD, BwrapConfig, BwrapSandbox, SlotResults, default_slots  # noqa: E402
 from sandbox.core import Job, SandboxUnavailable  # noqa: E402
 from sandbox.docker import DockerConfig, DockerSandbox  # noqa: E402
 from sandbox.pool import WORKER_SRC, Worker, python_plan  # noqa: E402
@@ -207,11 +211,12 @@ def sandboxed(box):
 
 class OnLoop:
     """A sandbox driven by `await run(job)` from one event loop: `burst(n_seq, n_conc)` runs one round
-    (n_seq one at a time, then n_conc with 2 in flight) on a fresh loop and returns the latencies."""
+    (n_seq one at a time, then n_conc with `in_flight` at once) on a fresh loop and returns the latencies."""
 
-    def __init__(self, box):
+    def __init__(self, box, in_flight: int):
         self.job = Job(command=("python3", "main.py"), files={"main.py": PROGRAM})
         self.box = box
+        self.in_flight = in_flight
 
     async def _one(self, lat: list[float]) -> bool:
         t = time.perf_counter()
@@ -224,7 +229,7 @@ class OnLoop:
             seq, conc = [], []
             for _ in range(n_seq):
                 assert await self._one(seq), "wrong verdict"
-            gate = asyncio.Semaphore(2)
+            gate = asyncio.Semaphore(self.in_flight)
 
             async def gated():
                 async with gate:
@@ -240,8 +245,8 @@ class OnLoop:
 class Ceiling:
     """The fork ceiling (`fork_ceiling.py`) in `measure`'s terms: one round is `burst(n_seq, n_conc)`."""
 
-    def __init__(self) -> None:
-        self.forks = ForkCeiling(PYTHON, PRELOAD, procs=2)
+    def __init__(self, in_flight: int) -> None:
+        self.forks = ForkCeiling(PYTHON, PRELOAD, procs=in_flight)
 
     def burst(self, n_seq: int, n_conc: int) -> tuple[list[float], list[float], float]:
         seq, ok = self.forks.sequential([PROGRAM] * n_seq, expect="ok\n")
@@ -255,9 +260,9 @@ def _pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
-def measure(modes: dict, counts: dict, rounds: int) -> dict:
+def measure(modes: dict, counts: dict, rounds: int, in_flight: int) -> dict:
     """Interleaved rounds: every mode runs its share of sequential jobs, then a burst of concurrent jobs
-    on 2 threads, round after round, so that all modes see the same background load."""
+    on `in_flight` threads, round after round, so that all modes see the same background load."""
     lat = {m: [] for m in modes}
     conc_lat = {m: [] for m in modes}
     rates = {m: [] for m in modes}  # jobs/s of each round's concurrent burst
@@ -287,7 +292,7 @@ def measure(modes: dict, counts: dict, rounds: int) -> dict:
                 conc_lat[m].append((time.perf_counter() - t) * 1000)
                 return ok
 
-            with ThreadPoolExecutor(2) as ex:
+            with ThreadPoolExecutor(in_flight) as ex:
                 t0 = time.perf_counter()
                 assert all(ex.map(one, range(n_conc))), "wrong verdict under concurrency"
                 rates[m].append(n_conc / (time.perf_counter() - t0))
@@ -309,12 +314,13 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=400, help="concurrent jobs per fast mode (sequential = half)")
     ap.add_argument("--docker-jobs", type=int, default=16, help="concurrent jobs for docker_run")
     ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--in-flight", type=int, default=default_slots(), help="jobs at once (and pool slots)")
     args = ap.parse_args()
-    n, nd = args.jobs, args.docker_jobs
-    hp = HostPool(2)
-    ceiling = Ceiling()
-    oneshot = BwrapSandbox(BwrapConfig(slots=2, warm_pool=False))
-    pool = BwrapSandbox(BwrapConfig(slots=2, warm_pool=True))
+    n, nd, k = args.jobs, args.docker_jobs, args.in_flight
+    hp = HostPool(k)
+    ceiling = Ceiling(k)
+    oneshot = BwrapSandbox(BwrapConfig(slots=k, warm_pool=False))
+    pool = BwrapSandbox(BwrapConfig(slots=k, warm_pool=True))
     asyncio.run(pool.warm_up())
     modes = {
         "bare": bare,
@@ -322,7 +328,7 @@ def main() -> int:
         "host_pool": hp.run,
         "bwrap": sandboxed(oneshot),
         "bwrap_pool": sandboxed(pool),
-        "bwrap_loop": OnLoop(pool),
+        "bwrap_loop": OnLoop(pool, k),
     }
     counts = {
         "bare": (n // 4, n // 2),
@@ -334,15 +340,15 @@ def main() -> int:
     }
     skipped, dbox = [], None
     try:
-        dbox = DockerSandbox(DockerConfig(slots=2))
+        dbox = DockerSandbox(DockerConfig(slots=k))
     except SandboxUnavailable as e:
         skipped.append(f"docker: {e}")
     else:
         asyncio.run(dbox.warm_up())
-        modes.update(docker_run=docker_run, docker_pool=sandboxed(dbox), docker_loop=OnLoop(dbox))
+        modes.update(docker_run=docker_run, docker_pool=sandboxed(dbox), docker_loop=OnLoop(dbox, k))
         counts.update(docker_run=(nd // 2, nd), docker_pool=(n // 2, n), docker_loop=(n // 2, n))
     try:
-        results = measure(modes, counts, args.rounds)
+        results = measure(modes, counts, args.rounds, k)
     finally:
         hp.close()
         ceiling.forks.close()
@@ -353,10 +359,10 @@ def main() -> int:
 
     load = os.getloadavg()[0]
     print(
-        f"sandbox_bench: trivial solution + 5 asserts, 2 workers, cpus={os.cpu_count()}, load avg {load:.1f}"
+        f"sandbox_bench: trivial solution + 5 asserts, {k} in flight, cpus={os.cpu_count()}, load avg {load:.1f}"
     )
     print(
-        f"{'mode':13s} {'p50 ms':>8s} {'p99 ms':>8s} {'2w p50':>8s} {'2w p99':>8s} {'jobs/s':>8s} "
+        f"{'mode':13s} {'p50 ms':>8s} {'p99 ms':>8s} {'kw p50':>8s} {'kw p99':>8s} {'jobs/s':>8s} "
         f"{'p50/bare':>9s} {'tput/bare':>10s} {'p50/hpool':>10s} {'hpool/tput':>10s}  jobs/s per round"
     )
     b, hpool = results["bare"], results["host_pool"]

@@ -10,7 +10,8 @@ both, since a random model rarely scores; both sample math_env's train prompts, 
   * atroposlib's own loop on a plain gsm8k-style BaseEnv (benchmarks/atropos_baseline_env.py:
     ManagedServer chat per group, reward in `collect_trajectories`), atroposlib defaults otherwise.
 Figures: end to end = rollouts / (command start -> last batch received), what a trainer waits for;
-steady = rollouts after the first batch / (first -> last batch). Runs alternate the order.
+steady = rollouts after the first batch / (first -> last batch). Runs alternate the order, after one
+uncounted one-batch run of each env (a fresh vLLM is slow on its first batches).
 
     python benchmarks/serve_bench.py [--url ... --model ...] [--batches 6] [--repeats 3]
 """
@@ -122,6 +123,10 @@ def main() -> None:
             from environments.math_env import MathEnv
 
             use_task_prompts(MathEnv, Path(tmp))  # the baseline serves math_env's own prompts
+            # warm-up, not counted: a fresh CPU vLLM answers its first batches far slower (the first
+            # timed run, whichever env it is, took 28 s to its first batch against 4 s afterwards)
+            for which in results:
+                one_run(which, args.url, model, 1, Path(tmp))
             for r in range(args.repeats):
                 order = ["rlvr-envs", "atroposlib"] if r % 2 == 0 else ["atroposlib", "rlvr-envs"]
                 for which in order:
