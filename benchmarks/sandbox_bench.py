@@ -16,7 +16,7 @@ Docker modes need a running engine and the local image (scripts/ci_host_setup.sh
 Every pool is warmed (`warm_up`: all slots' workers started) before timing: a warm pool pays its
 start once per process. Latency: p50/p99 over all rounds (sequential, then `--in-flight` jobs at once:
 threads, or tasks on one event loop for the *_loop modes). `--in-flight` defaults to the pools' default
-slot count (one more than the CPUs, `sandbox.bwrap.default_slots`), and every mode gets the same: the
+slot count (one more than the CPUs, `sandbox.core.default_slots`), and every mode gets the same: the
 pools are built with that many slots, bare runs that many subprocesses at a time. Throughput: median of
 the per-round rates of the in-flight bursts (`jobs/s per round`); `hpool/tput` = host_pool jobs/s / mode
 jobs/s.
@@ -60,8 +60,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fork_ceiling import ForkCeiling  # noqa: E402
 
 from sandbox import _proc  # noqa: E402
-from sandbox.bwrap import PRELOAD, BwrapConfig, BwrapSandbox, SlotResults, default_slots  # noqa: E402
-from sandbox.core import Job, SandboxUnavailable  # noqa: E402
+from sandbox.bwrap import PRELOAD, BwrapConfig, BwrapSandbox, SlotResults  # noqa: E402
+from sandbox.core import Job, SandboxUnavailable, default_slots  # noqa: E402
 from sandbox.docker import DockerConfig, DockerSandbox  # noqa: E402
 from sandbox.pool import WORKER_SRC, Worker, python_plan  # noqa: E402
 

@@ -59,7 +59,9 @@ class CodeEnvConfig(RubricEnvConfig):
     time_limit_s: float = Field(default=4.0, description="CPU time limit per test (wall = 2x)")
     memory_mb: int = Field(default=512, description="Memory limit per test")
     max_tests: int = Field(default=50, description="Use at most this many tests per problem (public first)")
-    max_concurrency: int = Field(default=8, description="Sandbox jobs in flight")
+    max_concurrency: int | None = Field(
+        default=None, description="Sandbox jobs in flight (default: twice the sandbox's slots, at least 8)"
+    )
 
 
 class CodeTask(Task):

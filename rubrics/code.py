@@ -43,7 +43,7 @@ from rubrics.code_tests import (
 )
 from rubrics.core import RewardResult, Rubric, Sample, Status
 from rubrics.text import final_segment
-from sandbox.core import ExecResult, Job, LimitHit, Limits, Sandbox
+from sandbox.core import ExecResult, Job, LimitHit, Limits, Sandbox, default_slots
 from sandbox.harness import harness_job
 
 INLINE_CHARS = 16_000  # completions / result channels up to this size are handled on the event loop
@@ -85,7 +85,11 @@ class CodeRubricConfig(BaseModel):
     reward: Literal["binary", "fraction"] = Field("binary", description="all-pass or pass fraction")
     languages: tuple[str, ...] = Field(("python", "py", "python3", ""), description="accepted fence tags")
     python: str = Field("python3", description="interpreter inside the sandbox")
-    max_concurrency: int = Field(8, description="sandbox jobs in flight per rubric")
+    max_concurrency: int | None = Field(
+        None,
+        ge=1,
+        description="sandbox jobs in flight per rubric (None: twice the sandbox's slots, at least 8)",
+    )
     sandbox_slots: int | None = Field(
         None, description="slots of a sandbox built by name (None: its default)"
     )
@@ -172,8 +176,14 @@ class CodeRubric(Rubric):
         self._sandbox: Sandbox | None = sandbox if not isinstance(sandbox, str) else None
         self._owns_sandbox = isinstance(sandbox, str)
         # loop-agnostic: one rubric serves many event loops and threads at once (see rubrics.aio)
-        self._limit = Limiter(self.config.max_concurrency)
+        self._limit = Limiter(self.config.max_concurrency or self._default_concurrency())
         self._creating = Limiter(1)
+
+    def _default_concurrency(self) -> int:
+        """Twice the sandbox's slots (at least 8): a slot's next job is prepared while it runs the
+        current one, and a machine with many CPUs gets its whole pool used (a fixed 8 capped it)."""
+        slots = self.config.sandbox_slots or getattr(getattr(self._sandbox, "config", None), "slots", None)
+        return max(8, 2 * (slots if isinstance(slots, int) and slots > 0 else default_slots()))
 
     async def get_sandbox(self) -> Sandbox:
         """The sandbox; a named one is built on first use, off the event loop (pools start workers)."""

@@ -39,7 +39,7 @@ class CodeNodeRubric:
     def __call__(self, slots: int) -> Rubric:
         from rubrics.code import CodeRubric, CodeRubricConfig
 
-        concurrency = max(int(self.config.get("max_concurrency", 8)), 2 * slots)
+        concurrency = max(int(self.config.get("max_concurrency") or 8), 2 * slots)
         options = {**self.config, "max_concurrency": concurrency, "sandbox_slots": slots}
         return CodeRubric(self.sandbox, CodeRubricConfig(**options))
 

@@ -36,7 +36,7 @@ from queue import SimpleQueue
 from sandbox import _proc, seccomp
 from sandbox.borrow import WarmBorrowing
 from sandbox.cgroups import CgroupError, CgroupSet, Slot
-from sandbox.core import ExecResult, Job, LimitHit, Limits, SandboxError, SandboxUnavailable
+from sandbox.core import ExecResult, Job, LimitHit, Limits, SandboxError, SandboxUnavailable, default_slots
 
 SCRATCH = "/tmp"
 START_BARRIER_S = 60.0  # how long `warm_slots` waits for every slot thread to be free
@@ -77,18 +77,6 @@ PRELOAD = (
     "types",
     "typing",
 )
-
-
-def default_slots() -> int:
-    """One more slot than the CPUs this process may run on. While a job's result travels back to
-    the host and the next job is sent, the extra slot keeps every CPU busy. On 2 CPUs, 3 slots
-    scored HumanEval 6-11% faster than 2 and ran trivial jobs ~10% faster; 4 slots were no better
-    (`benchmarks/results/code_bench.md`)."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    return cpus + 1
 
 
 @dataclass(frozen=True)

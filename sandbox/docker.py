@@ -35,9 +35,9 @@ from queue import SimpleQueue
 
 from sandbox import _proc, seccomp
 from sandbox.borrow import WarmBorrowing
-from sandbox.bwrap import PRELOAD, SlotResults, default_slots
+from sandbox.bwrap import PRELOAD, SlotResults
 from sandbox.cgroups import ROOT, Slot, _pid_alive
-from sandbox.core import ExecResult, Job, Limits, SandboxError, SandboxUnavailable
+from sandbox.core import ExecResult, Job, Limits, SandboxError, SandboxUnavailable, default_slots
 from sandbox.harness import RUNNER_SRC
 from sandbox.pool import RUNNER_DST, WORKER_DST, WORKER_SRC, Worker, job_plan
 

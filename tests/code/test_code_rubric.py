@@ -299,3 +299,23 @@ async def test_broken_sandbox_interpreter_is_an_error_not_a_zero(code_sandbox):
         Sample(prompt="", completion=fenced(STDIO[0]["solution"]), answer=stdio_suite(STDIO[0]))
     )
     assert res.score is None and res.status is Status.ERROR
+
+
+def test_jobs_in_flight_follow_the_sandbox_slots():
+    """By default a rubric keeps twice its sandbox's slots in flight (at least 8): a fixed count left
+    most of a many-CPU machine's pool idle. An explicit max_concurrency wins."""
+    import os
+    from types import SimpleNamespace
+
+    class Pool:  # only its slot count is read; nothing runs
+        def __init__(self, slots: int) -> None:
+            self.config = SimpleNamespace(slots=slots)
+
+    assert CodeRubric(Pool(40))._limit.capacity == 80  # type: ignore[arg-type]
+    assert CodeRubric(Pool(2))._limit.capacity == 8  # type: ignore[arg-type]
+    assert CodeRubric("bwrap", CodeRubricConfig(sandbox_slots=20))._limit.capacity == 40
+    by_name = CodeRubric("bwrap")._limit.capacity
+    assert by_name == max(8, 2 * (len(os.sched_getaffinity(0)) + 1))
+    assert CodeRubric(Pool(40), CodeRubricConfig(max_concurrency=3))._limit.capacity == 3  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        CodeRubricConfig(max_concurrency=0)
