@@ -41,6 +41,8 @@ from environments.server_health import (
 from environments.tls import verify_for
 
 log = logging.getLogger("rlvr")
+# what a run-api outage means for the env, whichever caller (status poll or a send) finds it first
+RUN_API_WAITS_FOR = "rollouts pause until it is back (scored groups are held, not dropped)"
 
 
 class RunApiClient:
@@ -145,7 +147,7 @@ class RunApiClient:
         async def once() -> None:
             await asyncio.wait_for(self._fetch_status(), 30)
 
-        waits_for = "rollouts pause until it is back (scored groups are held, not dropped)"
+        waits_for = RUN_API_WAITS_FOR
         try:
             await call_until_back(once, self._api_outage(), waits_for=waits_for)
         except httpx.HTTPStatusError as exc:
@@ -189,7 +191,7 @@ class RunApiClient:
             except Exception as exc:  # noqa: BLE001 - only connection failures are waited out
                 if not is_connect_error(exc):
                     raise
-                self._api_outage().failed(describe(unwrap(exc)), "holding scored groups until it is back")
+                self._api_outage().failed(describe(unwrap(exc)), RUN_API_WAITS_FOR)
 
     async def _post_scored(self, scored_data: Any) -> None:
         """One POST of a scored group (or a list of them) as atroposlib makes it: `env_id` stamped,
