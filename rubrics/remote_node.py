@@ -39,8 +39,9 @@ class CodeNodeRubric:
     def __call__(self, slots: int) -> Rubric:
         from rubrics.code import CodeRubric, CodeRubricConfig
 
-        concurrency = max(int(self.config.get("max_concurrency") or 8), 2 * slots)
-        options = {**self.config, "max_concurrency": concurrency, "sandbox_slots": slots}
+        options = {**self.config, "sandbox_slots": slots}  # unset max_concurrency: the rubric's default
+        if options.get("max_concurrency"):  # from 2 x slots on (see CodeRubric._default_concurrency)
+            options["max_concurrency"] = max(int(options["max_concurrency"]), 2 * slots)
         return CodeRubric(self.sandbox, CodeRubricConfig(**options))
 
 

@@ -58,6 +58,7 @@ PR_SET_DUMPABLE = 4
 PR_SET_SECCOMP = 22
 PR_SET_NO_NEW_PRIVS = 38
 SECCOMP_MODE_FILTER = 2
+_LIBC = ctypes.CDLL(None, use_errno=True)  # prctl, malloc_trim, madvise
 
 
 class _SockFprog(ctypes.Structure):  # struct sock_fprog
@@ -69,12 +70,11 @@ def _add_filter(program):
     it forks. Filters stack: a system call must pass this one and any the runtime installed before
     (Docker's default profile). Needs no privilege once no_new_privs is set (set here; Docker's
     `no-new-privileges` has set it already). Raises OSError if the kernel refuses."""
-    libc = ctypes.CDLL(None, use_errno=True)
     buf = ctypes.create_string_buffer(program, len(program))
     prog = _SockFprog(len(program) // 8, ctypes.addressof(buf))
-    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+    if _LIBC.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
-    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
+    if _LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)")
 
 
@@ -501,10 +501,9 @@ def _settle():
     gc.collect()
     # hand the start-up garbage (compiling the runner, imports) back: every fork copies the page
     # table entries of what is resident (~12 MB -> ~9.6 MB, ~6% of a trivial job's CPU); glibc only
-    libc = ctypes.CDLL(None)
-    if hasattr(libc, "malloc_trim"):
-        libc.malloc_trim(0)
-        _huge_heap(libc)
+    if hasattr(_LIBC, "malloc_trim"):
+        _LIBC.malloc_trim(0)
+        _huge_heap(_LIBC)
     gc.freeze()  # keep the collector from touching (and copying) every pre-fork object in each job
 
 
@@ -512,7 +511,7 @@ def main(argv):
     if os.getpid() != 1:
         print("refusing to run: the worker must be PID 1 of its own pid namespace", file=sys.stderr)
         return 2
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    _LIBC.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     if argv[1].startswith("/"):  # Docker: connect to the host's one-shot listener bind-mounted here
         ctrl = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
