@@ -18,7 +18,7 @@ host:  ## system services the sandbox tests need (bubblewrap, dockerd); idempote
 	@if [ -x scripts/ci_host_setup.sh ]; then bash scripts/ci_host_setup.sh; fi
 
 demo: setup
-	$(PY) -m environments.demo $(ARGS)
+	$(PY) -m environments.atropos_runtime.demo $(ARGS)
 
 test: setup host
 	$(PY) -m ruff check .

@@ -18,7 +18,7 @@ from typing import Any
 from atroposlib.envs.base import BaseEnv, BaseEnvConfig, ScoredDataGroup
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 
-from environments.servers import VLLMTokenServer
+from environments.atropos_runtime.servers import VLLMTokenServer
 
 QUESTIONS = [f"What is {i} plus {i * 3}?" for i in range(64)]
 PROMPTS_ENV = "ATROPOS_BASELINE_PROMPTS"

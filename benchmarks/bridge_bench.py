@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "disabled")
 
-from environments.local_model import build_tiny_model  # noqa: E402
+from environments.atropos_runtime.local_model import build_tiny_model  # noqa: E402
 from tests.runtime.scripted_policy import ScriptedPolicy  # noqa: E402
 from tests.verifiers_bridge.policies import sum_policy  # noqa: E402
 
@@ -75,7 +75,7 @@ async def verifiers_loop(vf_env, url: str, repeats: int, concurrency: int) -> tu
 async def bridge_process(model: Path, url: str, repeats: int, concurrency: int) -> tuple[float, float, int]:
     """(seconds of the whole `run_process` incl. set-up and the HTML file, seconds of its group loop
     alone, rollouts); the loop is what `generate` is timed on (its env is built before the clock)."""
-    from environments.modes import run_process
+    from environments.atropos_runtime.modes import run_process
 
     with tempfile.TemporaryDirectory() as tmp:
         env = make_env(model, url, 0, concurrency, Path(tmp) / "groups.jsonl")
@@ -97,7 +97,7 @@ class InstantServer:
 
 async def bridge_cost(model: Path, groups: int) -> float:
     """ms per rollout of the bridge with inference removed."""
-    from environments.episode_runtime import runner_for
+    from environments.atropos_runtime.episode_runtime import runner_for
 
     env = make_env(model, "http://127.0.0.1:9/v1", groups, N, Path(tempfile.mkdtemp()) / "g.jsonl")
     env.train_items = env.task.items("train")[0]

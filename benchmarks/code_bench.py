@@ -51,8 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fork_ceiling import ForkCeiling  # noqa: E402
 
-from rubrics.code import CodeRubric, CodeRubricConfig  # noqa: E402
-from rubrics.code_tests import humaneval_suite  # noqa: E402
+from rubrics.code.rubric import CodeRubric, CodeRubricConfig  # noqa: E402
+from rubrics.code.suites import humaneval_suite  # noqa: E402
 from rubrics.core import Sample  # noqa: E402
 from sandbox.bwrap import PRELOAD  # noqa: E402
 from sandbox.core import Job  # noqa: E402

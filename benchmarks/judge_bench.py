@@ -29,8 +29,8 @@ import uvicorn  # noqa: E402
 from fastapi import FastAPI, Request  # noqa: E402
 
 from rubrics.core import Sample  # noqa: E402
-from rubrics.judge import JudgeConfig, JudgeRubric  # noqa: E402
-from rubrics.judge_client import JudgeClient, JudgeEndpoint  # noqa: E402
+from rubrics.judge.client import JudgeClient, JudgeEndpoint  # noqa: E402
+from rubrics.judge.rubric import JudgeConfig, JudgeRubric  # noqa: E402
 
 DEMO = {  # reply -> expected raw score (None: no valid verdict exists)
     "Reasoning... <score>7</score>": 7.0,

@@ -26,11 +26,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from environments.episodes import EnvStep, MultiTurnTask, to_rollout  # noqa: E402
-from environments.local_model import build_tiny_model, vllm_for  # noqa: E402
-from environments.rollouts import assemble_group  # noqa: E402
+from environments.atropos_runtime.episodes import EnvStep, MultiTurnTask, to_rollout  # noqa: E402
+from environments.atropos_runtime.local_model import build_tiny_model, vllm_for  # noqa: E402
+from environments.atropos_runtime.rollouts import assemble_group  # noqa: E402
+from environments.atropos_runtime.turn_tokens import ChatTokens  # noqa: E402
 from environments.task import Item  # noqa: E402
-from environments.turn_tokens import ChatTokens  # noqa: E402
 from rubrics.core import RewardResult, Rubric, Sample  # noqa: E402
 
 GROUPS, N, TURNS, TOKENS = 16, 8, 3, 16
@@ -78,7 +78,7 @@ async def runtime_cost(model: Path) -> tuple[float, float]:
     """(ms per turn of the runtime, ms per turn of the raw list floor)"""
     from transformers import AutoTokenizer
 
-    from environments.episodes import EpisodeRunner, episode_violations
+    from environments.atropos_runtime.episodes import EpisodeRunner, episode_violations
 
     tok = AutoTokenizer.from_pretrained(model)
     chat = ChatTokens(tok)
@@ -116,7 +116,7 @@ async def process_rate(env_cls, url: str, model: str, out: Path, **extra) -> tup
     one env on the server."""
     from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 
-    from environments.modes import run_process
+    from environments.atropos_runtime.modes import run_process
 
     config = env_cls.env_config_cls(tokenizer_name=model, wandb_name="bench", use_wandb=False, group_size=N,
                                     total_steps=GROUPS, max_tokens=TOKENS, ensure_scores_are_not_same=False,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from environments.local_model import build_tiny_model  # noqa: E402
+from environments.atropos_runtime.local_model import build_tiny_model  # noqa: E402
 from rubrics.prm import PRMScorer, spec  # noqa: E402
 
 

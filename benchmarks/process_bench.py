@@ -100,7 +100,7 @@ def main() -> None:
     p.add_argument("--url", default=os.environ.get("RLVR_VLLM_URL"))
     p.add_argument("--model", default=os.environ.get("RLVR_TINY_MODEL"))
     args = p.parse_args()
-    from environments.local_model import build_tiny_model, vllm_for
+    from environments.atropos_runtime.local_model import build_tiny_model, vllm_for
 
     model = args.model or str(build_tiny_model(ROOT / ".cache" / "tiny-model"))
     args.url, server = vllm_for(args.url, model, ROOT / ".cache" / "bench-vllm.log")

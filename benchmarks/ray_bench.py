@@ -33,10 +33,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
-from rubrics.code_tests import humaneval_suite  # noqa: E402
+from rubrics.code.suites import humaneval_suite  # noqa: E402
 from rubrics.core import ExactMatchRubric, Sample  # noqa: E402
-from rubrics.remote import RayRubric, RayScorerConfig, connect  # noqa: E402
-from rubrics.remote_node import CodeNodeRubric, MathNodeRubric  # noqa: E402
+from rubrics.remote.node import CodeNodeRubric, MathNodeRubric  # noqa: E402
+from rubrics.remote.scorer import RayRubric, RayScorerConfig, connect  # noqa: E402
 
 NODES = ("127.0.0.2", "127.0.0.3")
 NODE = dict(num_cpus=1, include_dashboard=False, object_store_memory=80 * 2**20)
@@ -131,7 +131,7 @@ async def run(args) -> None:
     import ray
     from ray.cluster_utils import Cluster
 
-    from rubrics.code import CodeRubric, CodeRubricConfig
+    from rubrics.code.rubric import CodeRubric, CodeRubricConfig
     from rubrics.math import MathRubric
 
     tmp = Path(tempfile.mkdtemp(prefix="ray_bench-", dir="/tmp"))  # AF_UNIX paths ≤ 107 bytes

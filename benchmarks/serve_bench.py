@@ -34,7 +34,7 @@ BATCH, GROUP, TOKENS = 64, 8, 64
 
 
 def start_run_api(log: Path) -> tuple[subprocess.Popen, str]:
-    from environments.local_model import free_port
+    from environments.atropos_runtime.local_model import free_port
 
     port = free_port()
     exe = Path(sys.executable).with_name("run-api")
@@ -110,7 +110,7 @@ def main() -> None:
     p.add_argument("--batches", type=int, default=6)
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args()
-    from environments.local_model import build_tiny_model, vllm_for
+    from environments.atropos_runtime.local_model import build_tiny_model, vllm_for
 
     model = args.model or str(build_tiny_model(ROOT / ".cache" / "tiny-model"))
     args.url, server = vllm_for(args.url, model, ROOT / ".cache" / "bench-vllm.log")

@@ -5,7 +5,7 @@ r"""In-process CPU per `/score` request: our app vs the naive inline server, no 
                                            [--checker math|exact] [--base DIR]
 
 Each app runs in its own fresh process (the naive one is `server_bench.NAIVE`, ours is
-`rubrics.server_cli.app_from_env` with the command's defaults for `--rubric math`) and is driven
+`rubrics.server.cli.app_from_env` with the command's defaults for `--rubric math`) and is driven
 through ASGI directly: `--concurrency` tasks post the same distinct math items as `server_bench.py`
 (each under its own prompt id, so our result cache never hits) back to back. Reported per app:
 the CPU microseconds per request of the app's process (event loop + threads; the driver's share is
@@ -117,7 +117,7 @@ def child(kind: str, checker: str, n: int, concurrency: int) -> None:
         os.environ["RLVR_REWARD_RUBRICS"] = spec
         os.environ["RLVR_REWARD_OPTIONS"] = json.dumps({"math_workers": 2})
         os.environ["RLVR_REWARD_CONFIG"] = json.dumps({"rubric_inflight": {"math": 12}})
-        from rubrics.server_cli import app_from_env
+        from rubrics.server.cli import app_from_env
 
         app = app_from_env()
     work = bodies(n + 500)

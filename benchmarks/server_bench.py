@@ -6,7 +6,7 @@ r"""Reward-server benchmark: `rlvr-reward-server` vs a naive inline FastAPI serv
 Both servers run under uvicorn with the same settings in their own processes on 127.0.0.1. The naive
 server is what one writes first: a FastAPI `/score` route with a pydantic body that calls the same
 math checker (`rubrics.math.verify`, process-wide CAS pool) inline and returns a dict. Ours is the real
-console command (`python -m rubrics.server_cli --rubric math`), with 2 CAS workers in all (like the
+console command (`python -m rubrics.server.cli --rubric math`), with 2 CAS workers in all (like the
 naive server's pool) whatever its number of processes. The load is `--concurrency` keep-alive
 connections from a separate process (a minimal HTTP/1.1 client, so the client costs little CPU),
 each posting distinct math items back to back for `--seconds`: the completions and golds of
@@ -144,7 +144,7 @@ def start(
     cmd = [
         sys.executable,
         "-m",
-        "rubrics.server_cli",
+        "rubrics.server.cli",
         "--rubric",
         "math",
         "--port",

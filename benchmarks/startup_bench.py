@@ -1,7 +1,7 @@
 """Start-up time of every environment script: `--help`, and the `process` floor (same command, 0 groups).
 
 Rows, all measured in this run, each command repeated `--repeats` times (min / median / max seconds):
-  * `<env>_env.py --help` as shipped (lazy import shims, environments/_atropos_lazy.py);
+  * `<env>_env.py --help` as shipped (lazy import shims, environments/atropos_runtime/lazy_imports.py);
   * the same with `RLVR_EAGER_IMPORTS=1`: what importing atroposlib costs without the shims (the
     baseline: this is how every script started before);
   * atroposlib's own plain BaseEnv (benchmarks/atropos_baseline_env.py) `--help`;
@@ -49,7 +49,7 @@ def main() -> None:
     p.add_argument("--model", default=os.environ.get("RLVR_TINY_MODEL"))
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args()
-    from environments.local_model import build_tiny_model, vllm_for
+    from environments.atropos_runtime.local_model import build_tiny_model, vllm_for
 
     model = args.model or str(build_tiny_model(ROOT / ".cache" / "tiny-model"))
     args.url, server = vllm_for(args.url, model, ROOT / ".cache" / "bench-vllm.log")

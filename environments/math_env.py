@@ -24,10 +24,10 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from environments import vf_compat
-from environments.base import RubricEnv, RubricEnvConfig
+from environments.atropos_runtime.base import RubricEnv, RubricEnvConfig
 from environments.data_sources import DataSourceError, cached_rows, load_rows, split_rows
 from environments.task import DatasetError, Item, Split, Task, require
+from environments.vf_bridge import compat as vf_compat
 from rubrics.core import Rubric
 
 SYSTEM_PROMPT = (
@@ -197,7 +197,7 @@ class MathTask(Task):
         return MathRubric(workers=self.config.cas_workers, format_weight=self.config.format_weight)
 
     def node_rubric(self, slots: int) -> Rubric:
-        from rubrics.remote_node import MathNodeRubric
+        from rubrics.remote.node import MathNodeRubric
 
         return MathNodeRubric(self.config.format_weight)(slots)
 
@@ -247,14 +247,14 @@ class MathEnv(RubricEnv):
 
 def load_environment(**kwargs: Any) -> Any:
     """The same dataset, prompt and rubric as a Verifiers environment."""
-    from environments.verifiers_front import build_verifiers_env
+    from environments.vf_bridge.classic_front import build_verifiers_env
 
     return build_verifiers_env(MathTask(MathEnvConfig(**kwargs)))
 
 
 __all__ = ["MathEnv", "MathEnvConfig", "MathTask", "load_environment"]
 if vf_compat.has_v1():  # the v1 front door: `vf-eval rlvr-math ...` on verifiers 0.3.1 .. 0.4.x
-    from environments.verifiers_v1 import taskset_class
+    from environments.vf_bridge.v1_front import taskset_class
 
     MathTaskset = taskset_class(MathTask, MathEnvConfig, "Math")
     __all__ += ["MathTaskset"]

@@ -16,10 +16,10 @@ from typing import Any
 
 from pydantic import Field
 
-from environments import vf_compat
-from environments.base import RubricEnv, RubricEnvConfig
+from environments.atropos_runtime.base import RubricEnv, RubricEnvConfig
 from environments.data_sources import load_rows, split_rows
 from environments.task import DatasetError, Item, Split, Task, require
+from environments.vf_bridge import compat as vf_compat
 from rubrics.core import ExactMatchRubric, Rubric
 
 DEFAULT_DATA = str(Path(__file__).parent / "data" / "qa_default.jsonl")
@@ -61,14 +61,14 @@ class QAEnv(RubricEnv):
 
 def load_environment(**kwargs: Any) -> Any:
     """The same dataset, prompt and rubric as a Verifiers environment."""
-    from environments.verifiers_front import build_verifiers_env
+    from environments.vf_bridge.classic_front import build_verifiers_env
 
     return build_verifiers_env(QATask(QAEnvConfig(**kwargs)))
 
 
 __all__ = ["QAEnv", "QAEnvConfig", "QATask", "load_environment"]
 if vf_compat.has_v1():  # the v1 front door: `vf-eval rlvr-qa ...` on verifiers 0.3.1 .. 0.4.x
-    from environments.verifiers_v1 import taskset_class
+    from environments.vf_bridge.v1_front import taskset_class
 
     QATaskset = taskset_class(QATask, QAEnvConfig, "QA")
     __all__ += ["QATaskset"]

@@ -1,7 +1,7 @@
 """What an environment is about, independent of the trainer: dataset rows, prompts, and the rubric.
 
 A `Task` is the one thing each environment module writes. The Atropos runtime (`RubricEnv` in
-`environments/base.py`) and the Verifiers front door (`environments/verifiers_front.py`) both build
+`environments/atropos_runtime/base.py`) and the Verifiers front door (`environments/vf_bridge/classic_front.py`) both build
 on the same `Task`, so serve / process / evaluate / `load_environment` see identical prompts, golds
 and rewards.
 """

@@ -3,7 +3,7 @@ serve|process|evaluate --env.vf_env_name <id> --env.env_args '<json>'`.
 
 The environment is loaded with `vf.load_environment(id, **env_args)` (classic API: verifiers
 0.1.9.post2 .. 0.3.x, messages as dicts or pydantic as the version wants; on 0.4 / none one
-`VerifiersBridgeError` says why, from `environments.vf_compat`) and runs
+`VerifiersBridgeError` says why, from `environments.vf_bridge.compat`) and runs
 through the project's own runtime, so it gets the same guarantees as our environments: exact
 sampled tokens, alignment invariants, tri-state rewards, resumable `process`, `evaluate` files.
 
@@ -11,7 +11,7 @@ sampled tokens, alignment invariants, tri-state rewards, resumable `process`, `e
   the eval split falls back to train as Verifiers does). Each row's `prompt, answer, task, info,
   example_id` becomes an `Item` (uid = `example_id`).
 * **Rollouts**: every env (SingleTurnEnv is a MultiTurnEnv with `max_turns=1`) runs as episodes of
-  `environments.episodes` (token-in/token-out, context carried as exact ids). After each assistant
+  `environments.atropos_runtime.episodes` (token-in/token-out, context carried as exact ids). After each assistant
   turn the env's own Verifiers state gets the turn (`add_trajectory_step`), its stop conditions run
   (`is_completed`, which also runs its `@vf.cleanup` hooks), then `env_response`; a
   `final_env_response` ends the episode (it goes into the scored completion, never to the policy).
@@ -29,7 +29,7 @@ sampled tokens, alignment invariants, tri-state rewards, resumable `process`, `e
 * **Tools** (ToolEnv, StatefulToolEnv, any env with `oai_tools` / 0.2+ `tool_defs`, per row by
   Verifiers' own rule): the tool definitions go into the prompt through the chat template's
   `tools=`; each sampled turn is parsed in process by vLLM's tool parser `--env.tool_parser`
-  (default hermes; `environments.tool_calls`) into the OpenAI assistant message Verifiers expects
+  (default hermes; `environments.vf_bridge.tool_calls`) into the OpenAI assistant message Verifiers expects
   (`tool_calls` with JSON-string arguments; 0.2+ normalises it to its pydantic ToolCall); the env's
   own `env_response` runs the tools and its tool messages are rendered after the exact sampled ids
   (masked out). A call whose JSON does not parse reaches the env as a call with the raw text as
@@ -57,14 +57,14 @@ from typing import Any
 
 from pydantic import Field
 
-from environments.base import RubricEnv, RubricEnvConfig
-from environments.episode_runtime import runner_for, token_budget
-from environments.episodes import EnvStep, Episode, EpisodeContext, MultiTurnTask, to_rollout
-from environments.sampling_slots import sampling_done
+from environments.atropos_runtime.base import RubricEnv, RubricEnvConfig
+from environments.atropos_runtime.episode_runtime import runner_for, token_budget
+from environments.atropos_runtime.episodes import EnvStep, Episode, EpisodeContext, MultiTurnTask, to_rollout
+from environments.atropos_runtime.sampling_slots import sampling_done
 from environments.task import DatasetError, Item, Split
-from environments.tool_calls import ToolCallParser, ToolSupportError
-from environments.verifiers_tools import state_tools, tool_names, tool_parser_for, tool_specs
-from environments.vf_compat import VerifiersAPIError, classic_client, require
+from environments.vf_bridge.classic_tools import state_tools, tool_names, tool_parser_for, tool_specs
+from environments.vf_bridge.compat import VerifiersAPIError, classic_client, require
+from environments.vf_bridge.tool_calls import ToolCallParser, ToolSupportError
 from rubrics.core import RewardResult, Rubric, Sample, Status
 
 PENDING = "pending: scored by the Verifiers rubric after the group"
@@ -93,7 +93,7 @@ def load_vf_env(name: str, env_args: str | Mapping[str, Any]) -> Any:
     except VerifiersAPIError as exc:
         raise VerifiersBridgeError(
             f"this bridge class runs classic Verifiers environments (verifiers 0.1.9.post2 .. 0.3.x; v1 "
-            f"Tasksets run through environments/verifiers_v1_env.py): {exc}"
+            f"Tasksets run through environments/vf_bridge/v1_env.py): {exc}"
         ) from exc
     if not name:
         raise VerifiersBridgeError("--env.vf_env_name is required (a Verifiers environment id)")
@@ -398,6 +398,6 @@ class VerifiersEnv(RubricEnv):
 
 
 if __name__ == "__main__":
-    from environments.vf_dispatch import bridge_for  # a v1 Taskset id runs in its own v1 Env
+    from environments.vf_bridge.dispatch import bridge_for  # a v1 Taskset id runs in its own v1 Env
 
     bridge_for(VerifiersEnv).cli()

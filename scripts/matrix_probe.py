@@ -55,7 +55,7 @@ def installed(envs: list[str]) -> dict:
 
 
 def load(envs: list[str]) -> dict:
-    from environments import vf_compat
+    from environments.vf_bridge import compat as vf_compat
 
     info = vf_compat.detect()
     result: dict = {"kind": info.kind, "classic": {}, "v1": {}}

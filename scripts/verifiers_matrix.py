@@ -355,7 +355,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if sys.version_info < (3, 11):
         raise SystemExit("the matrix needs Python >= 3.11 (prime 0.18, verifiers >= 0.2)")
-    from environments.local_model import free_port
+    from environments.atropos_runtime.local_model import free_port
 
     t_start = time.monotonic()
     (CACHE / "logs").mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 @pytest.fixture(scope="session")
 def tiny_model() -> Path:
-    from environments.local_model import build_tiny_model
+    from environments.atropos_runtime.local_model import build_tiny_model
 
     return build_tiny_model(os.environ.get("RLVR_TINY_MODEL") or ROOT / ".cache" / "tiny-model")
 
@@ -41,7 +41,7 @@ def vllm_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
     if os.environ.get("RLVR_VLLM_URL"):
         yield _Endpoint(os.environ["RLVR_VLLM_URL"], str(tiny_model))
         return
-    from environments.local_model import VLLMServer
+    from environments.atropos_runtime.local_model import VLLMServer
 
     log_path = tmp_path_factory.mktemp("vllm") / "vllm.log"
     with VLLMServer(tiny_model, log_path=log_path) as server:
@@ -57,7 +57,7 @@ def vllm_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture
 def run_api(tmp_path: Path):
     """The real atroposlib trajectory server (`run-api`) on a free loopback port; yields its URL."""
-    from environments.local_model import free_port
+    from environments.atropos_runtime.local_model import free_port
 
     port = free_port()
     exe = Path(sys.executable).with_name("run-api")

@@ -1,1 +1,1 @@
-"""Rubrics exported to trainers and frameworks: Verifiers, TRL, veRL (the HTTP server is rubrics/server.py)."""
+"""Rubrics exported to trainers and frameworks: Verifiers, TRL, veRL (the HTTP server is rubrics/server/app.py)."""

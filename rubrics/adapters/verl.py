@@ -30,7 +30,7 @@ Usage, in a file veRL points at:
 
     from functools import partial
     from rubrics.adapters.verl import VerlReward
-    from rubrics.judge import JudgeConfig, JudgeRubric
+    from rubrics.judge.rubric import JudgeConfig, JudgeRubric
     _reward = VerlReward(partial(JudgeRubric, JudgeConfig(base_url="http://127.0.0.1:9002/v1")),
                          needs_question=True)
     compute_score = _reward.compute_score      # or compute_score_async / _batch / _prime

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from environments.code_env import CodeEnv, CodeEnvConfig, CodeTask, load_environment
-from rubrics.code import CodeRubric
-from rubrics.code_tests import CallTest, StdioTest, suite_from
+from rubrics.code.rubric import CodeRubric
+from rubrics.code.suites import CallTest, StdioTest, suite_from
 from rubrics.core import Status
 
 FORMATS = Path(__file__).with_name("data") / "code_formats.jsonl"

@@ -10,10 +10,10 @@ import pytest
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 from transformers import AutoTokenizer
 
+from environments.atropos_runtime.local_model import build_tiny_model
 from environments.code_repair_env import HUB, CodeRepairEnv, CodeRepairEnvConfig, CodeRepairTask
-from environments.local_model import build_tiny_model
-from rubrics.code import CodeRubric
-from rubrics.code_tests import suite_from
+from rubrics.code.rubric import CodeRubric
+from rubrics.code.suites import suite_from
 from tests.code.repair_policy import policy, remaining_bugs, write_problems
 from tests.runtime.scripted_policy import ScriptedPolicy
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rubrics.code import CodeRubric, CodeRubricConfig
-from rubrics.code_tests import StdioTest, TestSuite, asserts_to_tests, call_suite
+from rubrics.code.rubric import CodeRubric, CodeRubricConfig
+from rubrics.code.suites import StdioTest, TestSuite, asserts_to_tests, call_suite
 from rubrics.core import Sample, Status
 
 DATA = Path(__file__).with_name("data")

@@ -8,8 +8,8 @@ import pytest
 from test_hacks import ASSERT, CALL, CHEATS, KERNEL_PROBE, KERNEL_SUITE, RANDOM_CHECK, fenced
 from test_harness_modes import CWD_WRITER
 
-from rubrics.code import CodeRubric, CodeRubricConfig
-from rubrics.code_tests import humaneval_suite
+from rubrics.code.rubric import CodeRubric, CodeRubricConfig
+from rubrics.code.suites import humaneval_suite
 from rubrics.core import Sample, Status
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]

@@ -6,8 +6,8 @@ import ast
 
 import pytest
 
-from rubrics.code import clip, extract_code, static_hack_scan
-from rubrics.code_tests import (
+from rubrics.code.rubric import clip, extract_code, static_hack_scan
+from rubrics.code.suites import (
     AssertTest,
     CallTest,
     DecodeError,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from rubrics.code import CodeRubric, CodeRubricConfig
-from rubrics.code_tests import AssertTest, StdioTest, TestSuite, asserts_to_tests
+from rubrics.code.rubric import CodeRubric, CodeRubricConfig
+from rubrics.code.suites import AssertTest, StdioTest, TestSuite, asserts_to_tests
 from rubrics.core import Sample, Status
 
 CALL = TestSuite(

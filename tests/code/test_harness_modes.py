@@ -10,7 +10,7 @@ import json
 import pytest
 from test_hacks import ASSERT, CALL, CHEATS, fenced
 
-from rubrics.code import CodeRubric, CodeRubricConfig
+from rubrics.code.rubric import CodeRubric, CodeRubricConfig
 from rubrics.core import Sample, Status
 from sandbox.core import Limits
 from sandbox.harness import harness_job, harness_spec, runner_files
@@ -98,7 +98,7 @@ async def test_child_cannot_reach_the_pool_worker(code_sandbox):
 def test_static_scan_text_prefilter_keeps_every_hit():
     import ast
 
-    from rubrics.code import static_hack_scan
+    from rubrics.code.rubric import static_hack_scan
 
     cases = {
         "import sys\ndef f(x):\n    return sys._getframe(1)": True,

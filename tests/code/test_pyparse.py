@@ -1,4 +1,4 @@
-"""`rubrics.pyparse.parse` from many threads at once: CPython 3.11's `ast.parse` fails now and then
+"""`rubrics.code.pyparse.parse` from many threads at once: CPython 3.11's `ast.parse` fails now and then
 with `SystemError: AST constructor recursion depth mismatch` when the garbage collector runs a
 finalizer mid-parse and lets another thread parse (gh-106905); a CI run scored a correct HumanEval
 completion as unverifiable that way."""
@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from rubrics import pyparse
+from rubrics.code import pyparse
 
 SOURCE = "\n".join(f"def f{i}(x):\n    return [y * {i} for y in range(x) if y % 3]" for i in range(60))
 

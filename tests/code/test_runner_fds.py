@@ -3,8 +3,8 @@ under an open-file limit of 256; a leak of two fds per stdio test ended in EMFIL
 
 from __future__ import annotations
 
-from rubrics.code import CodeRubric
-from rubrics.code_tests import StdioTest, TestSuite
+from rubrics.code.rubric import CodeRubric
+from rubrics.code.suites import StdioTest, TestSuite
 from rubrics.core import Sample
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from environments.base import RubricEnv
-from environments.episodes import EnvStep, EpisodeContext, MultiTurnTask
+from environments.atropos_runtime.base import RubricEnv
+from environments.atropos_runtime.episodes import EnvStep, EpisodeContext, MultiTurnTask
 from environments.qa_env import QAEnvConfig, QATask
 from rubrics.core import Rubric
 from tests.integration.varied_env import LengthModRubric

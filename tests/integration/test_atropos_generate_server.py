@@ -14,10 +14,12 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def generate_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
-    from environments.local_model import VLLMServer
+    from environments.atropos_runtime.local_model import VLLMServer
 
     log_path = tmp_path_factory.mktemp("generate") / "server.log"
-    with VLLMServer(tiny_model, log_path=log_path, module="environments.atropos_generate_server") as server:
+    with VLLMServer(
+        tiny_model, log_path=log_path, module="environments.atropos_runtime.atropos_generate_server"
+    ) as server:
         yield type("Endpoint", (), {"base_url": server.base_url, "model": str(tiny_model)})()
 
 

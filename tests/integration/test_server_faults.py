@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from environments.local_model import VLLMServer, free_port
+from environments.atropos_runtime.local_model import VLLMServer, free_port
 from tests.integration.test_modes_on_vllm import QA, ROOT, VARIED, register_trainer, run_env
 
 pytestmark = pytest.mark.slow

@@ -23,12 +23,12 @@ from rubrics.adapters.trl import trl_reward_functions
 from rubrics.adapters.verifiers import reward_function
 from rubrics.adapters.verl import VerlReward
 from rubrics.aio import Limiter, run_sync
-from rubrics.code import CodeRubric, CodeRubricConfig
-from rubrics.code_tests import StdioTest, TestSuite
+from rubrics.code.rubric import CodeRubric, CodeRubricConfig
+from rubrics.code.suites import StdioTest, TestSuite
 from rubrics.core import WeightedRubric
-from rubrics.judge import JudgeConfig, JudgeRubric
+from rubrics.judge.rubric import JudgeConfig, JudgeRubric
 from rubrics.math import MathRubric
-from rubrics.server import ServerConfig, create_app
+from rubrics.server.app import ServerConfig, create_app
 
 THREADS, STEPS, ITEMS = 4, 3, 4
 SUITE = TestSuite([StdioTest("1 2\n", "3\n")], time_limit_s=5.0, memory_mb=256)

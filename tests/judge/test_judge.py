@@ -10,8 +10,8 @@ import time
 import pytest
 
 from rubrics.core import Sample, Status
-from rubrics.judge import JudgeConfig, JudgeRubric
-from rubrics.judge_client import _POOL, JudgeEndpoint, release_client, shared_client
+from rubrics.judge.client import _POOL, JudgeEndpoint, release_client, shared_client
+from rubrics.judge.rubric import JudgeConfig, JudgeRubric
 
 
 def top(chosen: str, probs: dict[str, float]) -> dict:
@@ -385,7 +385,7 @@ def test_rubric_survives_successive_event_loops(judge):
 
 
 async def test_pairwise_rubric_against_a_baseline(judge):
-    from rubrics.judge_pairwise import PairwiseRubric
+    from rubrics.judge.pairwise import PairwiseRubric
 
     url, script = judge
     script.set("Q-prub", _pairwise(None))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rubrics.judge import MASTER_KEYS, JudgeConfig, JudgeRubric
-from rubrics.judge_canary import canaries, canary_report
+from rubrics.judge.canary import canaries, canary_report
+from rubrics.judge.rubric import MASTER_KEYS, JudgeConfig, JudgeRubric
 
 
 async def test_canary_report_counts_a_fooled_judge(judge):

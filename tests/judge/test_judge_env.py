@@ -7,7 +7,7 @@ import pytest
 from environments.judge_env import JudgeEnvConfig, JudgeTask
 from environments.task import DatasetError
 from rubrics.core import Status, WeightedRubric
-from rubrics.judge import JudgeRubric
+from rubrics.judge.rubric import JudgeRubric
 
 
 def task(**kw) -> JudgeTask:
@@ -79,7 +79,7 @@ def test_env_class_and_load_environment():
 
     config, servers = JudgeEnv.config_init()
     assert isinstance(config, JudgeEnvConfig) and config.judge_base_url != servers[0].base_url
-    front = pytest.importorskip("environments.verifiers_front")
+    front = pytest.importorskip("environments.vf_bridge.classic_front")
     assert front is not None
     from environments.judge_env import load_environment
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from rubrics.core import Sample, Status
-from rubrics.judge import JudgeConfig, JudgeRubric
+from rubrics.judge.rubric import JudgeConfig, JudgeRubric
 
 pytestmark = pytest.mark.slow
 

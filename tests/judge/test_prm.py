@@ -14,7 +14,7 @@ from rubrics.prm import PRMRubric, PRMScorer, aggregate, spec, split_steps  # no
 
 
 def build_tokenizer():
-    from environments.local_model import build_tiny_tokenizer
+    from environments.atropos_runtime.local_model import build_tiny_tokenizer
 
     # step-shaped text so that " +" / " -" (Math-Shepherd's good/bad tokens) are single tokens
     steps = tuple(f"step {i} + {i % 7} - 3 = {i} so the answer is total" for i in range(600))

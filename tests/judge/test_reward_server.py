@@ -14,16 +14,16 @@ import httpx
 import pytest
 
 from rubrics.core import ExactMatchRubric, RewardResult, Rubric, Sample
-from rubrics.judge import JudgeConfig, JudgeRubric
+from rubrics.judge.rubric import JudgeConfig, JudgeRubric
 from rubrics.math import MathRubric
-from rubrics.server import ServerConfig, create_app, strip_prompt
-from rubrics.server_cli import build_rubrics
+from rubrics.server.app import ServerConfig, create_app, strip_prompt
+from rubrics.server.cli import build_rubrics
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:
-    from environments.local_model import free_port as pick
+    from environments.atropos_runtime.local_model import free_port as pick
 
     return pick()
 
@@ -271,7 +271,7 @@ def test_console_command_and_app_factory(tmp_path):
     cmd = [
         sys.executable,
         "-m",
-        "rubrics.server_cli",
+        "rubrics.server.cli",
         "--rubric",
         "exact",
         "--port",

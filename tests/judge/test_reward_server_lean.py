@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from rubrics.core import ExactMatchRubric
-from rubrics.server import ServerConfig, create_app
+from rubrics.server.app import ServerConfig, create_app
 
 
 class Seen:

@@ -21,10 +21,10 @@ from rubrics.adapters.trl import trl_reward_functions, trl_weighted_reward
 from rubrics.adapters.verl import VerlReward
 from rubrics.adapters.verl_advantage import grpo_verified_advantage
 from rubrics.aio import run_sync
-from rubrics.code import CodeRubric, CodeRubricConfig
-from rubrics.code_tests import StdioTest, TestSuite
+from rubrics.code.rubric import CodeRubric, CodeRubricConfig
+from rubrics.code.suites import StdioTest, TestSuite
 from rubrics.core import ExactMatchRubric, RewardResult, Rubric, Sample, Status
-from rubrics.judge import JudgeConfig, JudgeRubric
+from rubrics.judge.rubric import JudgeConfig, JudgeRubric
 from rubrics.math import MathRubric
 
 

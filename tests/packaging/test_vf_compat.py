@@ -1,4 +1,4 @@
-"""`environments.vf_compat` detects the Verifiers API by feature and explains impossible requests.
+"""`environments.vf_bridge.compat` detects the Verifiers API by feature and explains impossible requests.
 
 The shared venv holds a classic verifiers (0.1.9.x); the none / broken cases run in a subprocess whose
 import system hides or breaks `verifiers` (a meta-path finder), so detection runs for real there.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from environments import vf_compat
+from environments.vf_bridge import compat as vf_compat
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,7 +30,7 @@ class Block:
             {action}
         return None
 sys.meta_path.insert(0, Block())
-from environments import vf_compat
+from environments.vf_bridge import compat as vf_compat
 info = vf_compat.detect()
 print(info.kind, info.version, sorted(info.errors))
 try:

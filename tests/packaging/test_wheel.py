@@ -25,7 +25,11 @@ def test_wheel_and_sdist_ship_the_data_files_and_pass_twine(tmp_path):
         f"environments/data/{d}" for d in DATA
     ]
     assert not [n for n in names if n.startswith("environments/rlvr_")]  # hub packages ship separately
-    assert {"environments/vf_compat.py", "environments/verifiers_v1.py", "rubrics/core.py"} <= set(names)
+    assert {
+        "environments/vf_bridge/compat.py",
+        "environments/vf_bridge/v1_front.py",
+        "rubrics/core.py",
+    } <= set(names)
     members = tarfile.open(sdist).getnames()
     assert all(any(m.endswith(f"environments/data/{d}") for m in members) for d in DATA)
     meta = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA"))).decode()

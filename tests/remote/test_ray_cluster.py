@@ -24,11 +24,11 @@ ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from rubrics.adapters.trl import trl_reward_functions  # noqa: E402
-from rubrics.code_tests import humaneval_suite  # noqa: E402
+from rubrics.code.suites import humaneval_suite  # noqa: E402
 from rubrics.core import Sample, Status  # noqa: E402
 from rubrics.math import MathRubric  # noqa: E402
-from rubrics.remote import RayRubric, RayScorerConfig, RemoteScorerError, build_scorer, connect  # noqa: E402
-from rubrics.remote_node import CodeNodeRubric, MathNodeRubric, fingerprint  # noqa: E402
+from rubrics.remote.node import CodeNodeRubric, MathNodeRubric, fingerprint  # noqa: E402
+from rubrics.remote.scorer import RayRubric, RayScorerConfig, RemoteScorerError, build_scorer, connect  # noqa: E402
 from sandbox.cgroups import PREFIX  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -238,7 +238,7 @@ async def test_timeout_is_unverified_and_the_node_stays_usable(scorer):
 async def test_trl_adapter_and_reward_server_take_the_ray_scorer(cluster):
     from fastapi.testclient import TestClient
 
-    from rubrics.server import create_app
+    from rubrics.server.app import create_app
 
     rubric = build_scorer(math_rubric, "ray", address=cluster.address)  # joins on first use
     reward, _ = trl_reward_functions(rubric)  # the sync twin runs its own event loop per call

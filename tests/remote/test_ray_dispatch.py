@@ -14,8 +14,8 @@ ray = pytest.importorskip("ray")
 from ray.exceptions import ActorDiedError, ActorUnavailableError, ObjectStoreFullError, RayTaskError  # noqa: E402
 
 from rubrics.core import RewardResult, Sample, Status  # noqa: E402
-from rubrics.remote import RayRubric, RayScorerConfig, RemoteScorerError, build_scorer  # noqa: E402
-from rubrics.remote_node import MathNodeRubric, fingerprint, refusal  # noqa: E402
+from rubrics.remote.node import MathNodeRubric, fingerprint, refusal  # noqa: E402
+from rubrics.remote.scorer import RayRubric, RayScorerConfig, RemoteScorerError, build_scorer  # noqa: E402
 
 SAMPLES = [Sample(prompt="", completion=str(i), answer=str(i)) for i in range(3)]
 

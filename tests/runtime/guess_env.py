@@ -12,8 +12,8 @@ from typing import Any
 
 from pydantic import Field
 
-from environments.base import RubricEnv, RubricEnvConfig
-from environments.episodes import EnvStep, EpisodeContext, MultiTurnTask
+from environments.atropos_runtime.base import RubricEnv, RubricEnvConfig
+from environments.atropos_runtime.episodes import EnvStep, EpisodeContext, MultiTurnTask
 from environments.task import Item, Split
 from rubrics.core import ExactMatchRubric, Rubric
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from environments.cli import main
+from environments.atropos_runtime.cli import main
 
 
 def test_sandbox_check_reports_every_backend(capsys):

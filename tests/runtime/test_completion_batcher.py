@@ -13,10 +13,10 @@ from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 from atroposlib.envs.server_handling.vllm_server import VLLMServer
 from transformers import AutoTokenizer
 
-from environments.completion_batcher import CompletionBatcher
-from environments.local_model import build_tiny_model
-from environments.servers import VLLMTokenServer
-from environments.token_completions import InferenceError, StreamedChoices
+from environments.atropos_runtime.completion_batcher import CompletionBatcher
+from environments.atropos_runtime.local_model import build_tiny_model
+from environments.atropos_runtime.servers import VLLMTokenServer
+from environments.atropos_runtime.token_completions import InferenceError, StreamedChoices
 from tests.runtime.scripted_policy import ScriptedPolicy
 
 ROOT = Path(__file__).resolve().parents[2]

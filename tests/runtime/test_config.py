@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 
+from environments.atropos_runtime.servers import VLLMTokenServer
 from environments.qa_env import QAEnv, QAEnvConfig, QATask
-from environments.servers import VLLMTokenServer
 
 
 def test_config_init_returns_a_list_with_offline_friendly_defaults():
@@ -75,7 +75,7 @@ def test_unreadable_dataset_is_one_clear_error(tmp_path):
     ],
 )
 def test_a_dataset_file_that_cannot_be_parsed_is_an_error_naming_the_file(tmp_path, name, content, says):
-    from environments.base import _one_line
+    from environments.atropos_runtime.base import _one_line
     from environments.data_sources import DataSourceError
 
     data = tmp_path / name

@@ -10,7 +10,7 @@ import pytest
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 from transformers import AutoTokenizer
 
-from environments.local_model import build_tiny_model
+from environments.atropos_runtime.local_model import build_tiny_model
 from tests.runtime.guess_env import GuessConfig, GuessEnv, binary_search_policy
 from tests.runtime.scripted_policy import ScriptedPolicy
 
@@ -187,7 +187,7 @@ async def test_inference_outage_mid_episode_is_unverified_not_zero(tiny, policy)
 
 
 async def test_process_writes_every_turn_and_evaluate_reports_turns(tiny, tok, policy, tmp_path):
-    from environments.modes import run_evaluate, run_process
+    from environments.atropos_runtime.modes import run_evaluate, run_process
 
     out = tmp_path / "groups.jsonl"
     env = make_env(tiny, policy, max_turns=3, total_steps=4, data_path_to_save_groups=str(out),

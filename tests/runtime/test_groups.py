@@ -6,8 +6,8 @@ import copy
 
 import pytest
 
-from environments.checks import AlignmentError, check_group, group_violations
-from environments.rollouts import DropReason, Rollout, assemble_group
+from environments.atropos_runtime.checks import AlignmentError, check_group, group_violations
+from environments.atropos_runtime.rollouts import DropReason, Rollout, assemble_group
 from rubrics.core import RewardResult, Status
 
 PROMPT = [{"role": "user", "content": "q"}]

@@ -1,4 +1,4 @@
-"""Start-up shims (environments/_atropos_lazy.py) and the tokenizer snapshot they serve.
+"""Start-up shims (environments/atropos_runtime/lazy_imports.py) and the tokenizer snapshot they serve.
 
 The shims must change what is imported and when, never behaviour: a stand-in package turns into the
 real one on first use, and a snapshot tokenizer answers exactly as transformers' AutoTokenizer does.
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from environments import _atropos_lazy
-from environments.tokenizer_snapshot import SnapshotTokenizer, snapshot
+from environments.atropos_runtime import lazy_imports as _atropos_lazy
+from environments.atropos_runtime.tokenizer_snapshot import SnapshotTokenizer, snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV_SCRIPTS = sorted((ROOT / "environments").glob("*_env.py"))
@@ -55,7 +55,9 @@ def test_help_imports_nothing_heavy(script: Path):
 
 def test_the_verifiers_bridge_help_loads_neither_verifiers_nor_the_v1_endpoint():
     script = ROOT / "environments" / "verifiers_env.py"
-    proc = _python(_REPORT % (STAND_INS, ("verifiers", "environments.v1_endpoint"), str(script), str(script)))
+    proc = _python(
+        _REPORT % (STAND_INS, ("verifiers", "environments.vf_bridge.v1_endpoint"), str(script), str(script))
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout.rsplit("REPORT", 1)[1])["heavy"] == []
 
@@ -105,7 +107,7 @@ def test_aiohttp_loads_on_first_use_and_its_errors_count_as_connect_errors_from_
     code = """
 import asyncio, sys
 import environments, atroposlib.envs.base as base
-from environments.server_health import connect_errors, is_connect_error
+from environments.atropos_runtime.server_health import connect_errors, is_connect_error
 assert type(sys.modules["aiohttp"]).__name__ == "_StandIn" and "aiohttp.client" not in sys.modules
 assert connect_errors() == (__import__("httpx").TransportError, asyncio.TimeoutError, OSError)
 async def main():
@@ -131,7 +133,7 @@ def test_reads_through_a_stand_in_of_a_real_package_take_no_lock_and_no_scan():
     (with numpy stood in for, that walk made transformers' decode crawl)."""
     code = """
 import sys, environments, atroposlib.envs.base as base
-from environments import _atropos_lazy
+from environments.atropos_runtime import lazy_imports as _atropos_lazy
 base.yaml.safe_load                                      # the first read imports the real yaml
 yaml = sys.modules["yaml"]
 assert type(base.yaml).__name__ == "_StandIn" and type(yaml).__name__ == "module"

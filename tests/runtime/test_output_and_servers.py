@@ -12,9 +12,9 @@ import pytest
 from atroposlib.envs.server_handling.openai_server import OpenAIServer
 from atroposlib.envs.server_handling.vllm_server import VLLMServer
 
-from environments.output import GroupWriter, read_groups, write_html
-from environments.servers import VLLMTokenServer, server_class_for
-from environments.token_completions import InferenceError, parse_token_completions
+from environments.atropos_runtime.output import GroupWriter, read_groups, write_html
+from environments.atropos_runtime.servers import VLLMTokenServer, server_class_for
+from environments.atropos_runtime.token_completions import InferenceError, parse_token_completions
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,7 +39,7 @@ def test_a_killed_run_keeps_every_group_it_wrote(tmp_path):
     closing its writer loses none of them, and the next run resumes after them."""
     path = tmp_path / "g.jsonl"
     script = (
-        "import os, signal, sys; from environments.output import GroupWriter\n"
+        "import os, signal, sys; from environments.atropos_runtime.output import GroupWriter\n"
         f"w = GroupWriter({str(path)!r}, fsync_every_s=3600)\n"
         "for uid in 'abc': w.write({'uid': uid, 'scores': [1.0]})\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n"
@@ -109,7 +109,7 @@ def test_html_viewer_shows_a_shared_prompt_once(tmp_path):
 
 
 def test_logprobs_convention_is_read_from_the_temperature_dependence():
-    from environments.servers import logprobs_mode_of
+    from environments.atropos_runtime.servers import logprobs_mode_of
 
     raw = {"a": -1.0, "b": -2.0, "c": -3.5}
     assert logprobs_mode_of(raw, dict(raw)) == "raw"

@@ -1,5 +1,5 @@
 """Process mode bounds groups *sampling* at once; a group's scoring does not hold its slot
-(environments/sampling_slots.py), and the backlog past sampling stays bounded."""
+(environments/atropos_runtime/sampling_slots.py), and the backlog past sampling stays bounded."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 from transformers import AutoTokenizer
 
-from environments.local_model import build_tiny_model
-from environments.sampling_slots import SamplingSlots, sampling_done
+from environments.atropos_runtime.local_model import build_tiny_model
+from environments.atropos_runtime.sampling_slots import SamplingSlots, sampling_done
 from rubrics.core import RewardResult, Rubric, Sample, Status
 from tests.integration.varied_env import VariedEnv, VariedTask
 from tests.runtime.scripted_policy import ScriptedPolicy
@@ -106,7 +106,7 @@ class GatedEnv(VariedEnv):
 async def test_process_samples_the_next_group_while_one_is_scored(tmp_path):
     tiny = build_tiny_model(os.environ.get("RLVR_TINY_MODEL") or ROOT / ".cache" / "tiny-model")
     tok = AutoTokenizer.from_pretrained(tiny)
-    from environments.modes import run_process
+    from environments.atropos_runtime.modes import run_process
 
     asked: list[int] = []
 

@@ -13,8 +13,8 @@ from types import SimpleNamespace
 
 import httpx
 
-from environments import serve_api
-from environments.serve_api import RunApiClient
+from environments.atropos_runtime import serve_api
+from environments.atropos_runtime.serve_api import RunApiClient
 from tests.integration.test_modes_on_vllm import register_trainer
 
 

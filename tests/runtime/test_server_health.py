@@ -9,8 +9,8 @@ import pytest
 from atroposlib.envs.server_handling.openai_server import OpenAIServer
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 
-from environments.local_model import free_port
-from environments.server_health import InferenceWatcher, within
+from environments.atropos_runtime.local_model import free_port
+from environments.atropos_runtime.server_health import InferenceWatcher, within
 
 
 def dead_server() -> OpenAIServer:
@@ -52,7 +52,7 @@ async def test_stop_policy_sets_the_reason_naming_the_url():
 def test_describe_finds_a_reason_along_the_cause_chain_or_names_the_type():
     import httpx
 
-    from environments.server_health import describe
+    from environments.atropos_runtime.server_health import describe
 
     def chained(outer: BaseException, inner: BaseException) -> BaseException:
         try:

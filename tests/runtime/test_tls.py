@@ -1,4 +1,4 @@
-"""`environments.tls.verify_for`: no CA bundle is loaded for plain-http clients (each load is ~30 ms
+"""`environments.atropos_runtime.tls.verify_for`: no CA bundle is loaded for plain-http clients (each load is ~30 ms
 of start-up CPU), https clients share one verifying context, and the plain-http context fails closed."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import ssl
 
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 
-from environments import tls
-from environments.servers import VLLMTokenServer
+from environments.atropos_runtime import tls
+from environments.atropos_runtime.servers import VLLMTokenServer
 
 
 def test_plain_http_clients_load_no_ca_bundle(monkeypatch, tiny_model):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from environments.local_model import build_tiny_tokenizer
-from environments.turn_tokens import ChatTokens, TemplateError, assemble, segment_violations
+from environments.atropos_runtime.local_model import build_tiny_tokenizer
+from environments.atropos_runtime.turn_tokens import ChatTokens, TemplateError, assemble, segment_violations
 
 # A Qwen3-style template: earlier assistant turns lose their <think> block when a user message follows
 THINK_DROPPING = (

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from environments.output import GroupWriter, write_html
+from environments.atropos_runtime.output import GroupWriter, write_html
 
 pytestmark = pytest.mark.slow
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

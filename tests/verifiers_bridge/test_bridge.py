@@ -12,8 +12,8 @@ import pytest
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 from transformers import AutoTokenizer
 
-from environments.local_model import build_tiny_model
-from environments.modes import run_evaluate, run_process
+from environments.atropos_runtime.local_model import build_tiny_model
+from environments.atropos_runtime.modes import run_evaluate, run_process
 from environments.verifiers_env import VerifiersBridgeError, VerifiersEnv, VerifiersEnvConfig, load_vf_env
 from tests.runtime.scripted_policy import ScriptedPolicy
 from tests.verifiers_bridge.policies import (

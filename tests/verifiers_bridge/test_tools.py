@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from environments.modes import run_evaluate
+from environments.atropos_runtime.modes import run_evaluate
 from environments.verifiers_env import VerifiersBridgeError
 from tests.runtime.scripted_policy import ScriptedPolicy
 from tests.verifiers_bridge.policies import assistant_runs, calc_policy, replies
@@ -171,8 +171,8 @@ def test_parallel_calls_parse_and_their_results_render_as_one_turn(tool_tok_dir)
     as the objects they encode), and their two results in one masked-out user turn."""
     from transformers import AutoTokenizer
 
-    from environments.tool_calls import ToolCallParser
-    from environments.turn_tokens import ChatTokens
+    from environments.atropos_runtime.turn_tokens import ChatTokens
+    from environments.vf_bridge.tool_calls import ToolCallParser
     from tests.verifiers_bridge.policies import call
 
     tool_tok = AutoTokenizer.from_pretrained(tool_tok_dir)
@@ -209,8 +209,8 @@ def test_call_markers_that_are_special_tokens_are_refused_not_silently_lost(tool
     markers are special tokens would hide every call, so the template check refuses it."""
     from transformers import AutoTokenizer
 
-    from environments.tool_calls import ToolCallParser, ToolSupportError, check_tool_template
-    from environments.turn_tokens import ChatTokens
+    from environments.atropos_runtime.turn_tokens import ChatTokens
+    from environments.vf_bridge.tool_calls import ToolCallParser, ToolSupportError, check_tool_template
 
     special = AutoTokenizer.from_pretrained(tool_tok_dir)
     special.add_special_tokens({"additional_special_tokens": ["<tool_call>", "</tool_call>"]})

@@ -1,4 +1,4 @@
-"""The v1 bridge's loopback chat endpoint (environments/v1_endpoint.py) with a real OpenAI client,
+"""The v1 bridge's loopback chat endpoint (environments/vf_bridge/v1_endpoint.py) with a real OpenAI client,
 the real atroposlib ServerManager + VLLMTokenServer and the scripted token policy: sessions by
 `X-Session-ID`, exact-id extension, refused history edits, retryable inference failures."""
 
@@ -14,10 +14,10 @@ from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 from atroposlib.envs.server_handling.server_manager import ServerManager
 from transformers import AutoTokenizer
 
-from environments.local_model import build_tiny_model
-from environments.servers import VLLMTokenServer
-from environments.turn_tokens import ChatTokens, assemble, segment_violations
-from environments.v1_endpoint import MODEL_TRAIN, ChatEndpoint, SessionStore
+from environments.atropos_runtime.local_model import build_tiny_model
+from environments.atropos_runtime.servers import VLLMTokenServer
+from environments.atropos_runtime.turn_tokens import ChatTokens, assemble, segment_violations
+from environments.vf_bridge.v1_endpoint import MODEL_TRAIN, ChatEndpoint, SessionStore
 from tests.runtime.scripted_policy import ScriptedPolicy
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,8 +13,8 @@ import openai
 import pytest
 from transformers import AutoTokenizer
 
-from environments.tool_calls import ToolCallParser
-from environments.turn_tokens import assemble, segment_violations
+from environments.atropos_runtime.turn_tokens import assemble, segment_violations
+from environments.vf_bridge.tool_calls import ToolCallParser
 from tests.runtime.scripted_policy import ScriptedPolicy
 from tests.verifiers_bridge.policies import call
 from tests.verifiers_bridge.tool_template import tool_tokenizer

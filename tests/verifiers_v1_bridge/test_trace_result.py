@@ -8,8 +8,8 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from environments.v1_endpoint import Session
-from environments.verifiers_v1_env import trace_result
+from environments.vf_bridge.v1_endpoint import Session
+from environments.vf_bridge.v1_env import trace_result
 
 
 def trace(**kw):

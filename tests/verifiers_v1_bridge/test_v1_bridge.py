@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from transformers import AutoTokenizer
 
-from environments.local_model import build_tiny_model
+from environments.atropos_runtime.local_model import build_tiny_model
 from tests.integration.test_modes_on_vllm import register_trainer, take_batches
 from tests.runtime.scripted_policy import ScriptedPolicy
 from tests.verifiers_bridge.policies import assistant_runs

@@ -10,9 +10,9 @@ import sys
 import pytest
 
 from environments.verifiers_env import VerifiersEnv
-from environments.verifiers_v1_env import VerifiersV1Env
-from environments.vf_compat import detect
-from environments.vf_dispatch import bridge_for
+from environments.vf_bridge.compat import detect
+from environments.vf_bridge.dispatch import bridge_for
+from environments.vf_bridge.v1_env import VerifiersV1Env
 from tests.verifiers_v1_bridge.test_v1_bridge import BRIDGE, FIXTURES, ROOT, v1_venv  # noqa: F401
 
 

@@ -1,0 +1,156 @@
+"""`process` and `evaluate` for RubricEnv: concurrent, resumable, offline-friendly.
+
+* process: `total_steps` groups of `group_size` rollouts from the train split, up to
+  `max_concurrent_groups` sampling at once (a group being scored does not hold its slot, and at most
+  as many again are past sampling: `sampling_slots`), appended to a resumable JSONL (exact sampled token ids when the
+  server returns them), then an HTML viewer and a summary (printed and `<stem>.summary.json`). A failing group is counted and
+  logged; groups already written are never lost or duplicated by a re-run.
+* evaluate: one rollout per eval item at `eval_temperature`, written as atroposlib's
+  `metrics.json` + `samples.jsonl` (with per-sample correctness and reward status).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
+
+from environments.atropos_runtime.env_protocol import RuntimeEnv
+from environments.atropos_runtime.episode_runtime import eval_fields, turn_metrics
+from environments.atropos_runtime.output import GroupWriter, write_html
+from environments.atropos_runtime.sampling_slots import SamplingSlots
+from rubrics.core import RewardResult, Status
+
+log = logging.getLogger("rlvr")
+
+
+async def run_process(env: RuntimeEnv) -> dict[str, Any]:
+    await env.setup()
+    if not env.train_items:
+        raise SystemExit(f"{env.name}: no usable items in the train split (see the warnings above)")
+    path = env.output_path or f"out/{env.name}/groups.jsonl"
+    total = env.config.total_steps
+    n_items = len(env.train_items)
+    planned = [
+        (f"{env.train_items[k % n_items].uid}#{k // n_items}", env.train_items[k % n_items])
+        for k in range(total)
+    ]
+    start = time.monotonic()
+    with GroupWriter(path) as writer:
+        todo = [(uid, item) for uid, item in planned if uid not in writer.done]
+        already = total - len(todo)
+        if already:
+            log.info("resuming %s: %d of %d groups already written", path, already, total)
+        slots = SamplingSlots(env.config.max_concurrent_groups)
+        bar = tqdm(total=total, initial=already, desc=f"{env.name} process", unit="group")
+        scores: list[float] = []
+
+        async def one(uid: str, item: Any) -> None:
+            async with slots.group():
+                outcome = await env.group_for(item, training=False)
+            if outcome.group is not None:
+                group = outcome.group
+                writer.write(
+                    {"uid": uid, "item_uid": item.uid, "tokens_exact": bool(group["tokens"]), **group}
+                )
+                scores.extend(group["scores"])
+            bar.update(1)
+
+        try:
+            with logging_redirect_tqdm():  # warnings (a server down) print above the bar, whole
+                await env.until_stopped(asyncio.gather(*(one(uid, item) for uid, item in todo)))
+        finally:
+            bar.close()
+            await env.close_rubric()
+            await env.close_watcher()
+        written = len(writer.done)
+    elapsed = time.monotonic() - start
+    html_path = write_html(path)
+    summary = {
+        "groups_planned": total,
+        "groups_new": env.groups_ok,
+        "groups_in_file": written,
+        "dropped": dict(env.drops),
+        "reward_status": dict(env.statuses),
+        "rollouts_per_s": round(env.groups_ok * env.config.group_size / elapsed, 2) if elapsed > 0 else None,
+        "mean_score": round(sum(scores) / len(scores), 4) if scores else None,
+        "seconds": round(elapsed, 2),
+        "jsonl": str(path),
+        "html": str(html_path),
+    }
+    Path(path).with_suffix(".summary.json").write_text(json.dumps(summary, indent=2))
+    print_summary(f"{env.name} process", summary)
+    return summary
+
+
+def print_summary(title: str, summary: dict[str, Any]) -> None:
+    width = max(len(k) for k in summary)
+    print(f"\n== {title} ==")
+    for key, value in summary.items():
+        print(f"  {key.ljust(width)}  {value}")
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+async def run_evaluate(env: RuntimeEnv) -> dict[str, Any]:
+    if not env.eval_items:
+        log.warning("%s: no eval items; nothing to evaluate", env.name)
+        return {}
+    start = time.time()
+    sem = asyncio.Semaphore(max(1, env.config.max_concurrent_groups * env.config.group_size))
+
+    async def one(item: Any) -> dict[str, Any]:
+        async with sem:
+            text, finish, extra = "", None, {}
+            try:
+                rollouts, results = await env.rollout_and_score(item, 1, split="eval")
+                text, finish, result = rollouts[0].text, rollouts[0].finish_reason, results[0]
+                extra = eval_fields(rollouts[0])
+            except asyncio.TimeoutError:
+                result = RewardResult.unverified(Status.TIMEOUT, "inference timed out")
+            except Exception as exc:  # noqa: BLE001 - one failing sample must not end the eval
+                result = RewardResult.unverified(Status.ERROR, f"{type(exc).__name__}: {exc}")
+        return {
+            "uid": item.uid,
+            "messages": [*item.prompt, {"role": "assistant", "content": text}],
+            "gold": _jsonable(item.answer),
+            "score": result.score,
+            "correct": result.score is not None and result.score >= 1.0 - 1e-9,
+            "status": result.status.value,
+            "reason": result.reason,
+            "finish_reason": finish,
+            **extra,
+        }
+
+    samples = await env.until_stopped(asyncio.gather(*(one(item) for item in env.eval_items)))
+    end = time.time()
+    verified = [s for s in samples if s["score"] is not None]
+    metrics = {
+        "eval/accuracy": sum(s["correct"] for s in verified) / len(verified) if verified else None,
+        "eval/mean_score": sum(s["score"] for s in verified) / len(verified) if verified else None,
+        "eval/n_samples": len(samples),
+        "eval/n_unverified": len(samples) - len(verified),
+        **{f"eval/status/{k}": v for k, v in Counter(s["status"] for s in samples).items()},
+        **turn_metrics(samples),
+    }
+    params = {**env.generation_params("eval"), "n": 1}
+    params["max_new_tokens"] = params["max_tokens"]
+    await env.evaluate_log(
+        {k: v for k, v in metrics.items() if v is not None},  # atroposlib's table cannot print None
+        task_name=f"{env.name}_eval",
+        model_name=env.server.servers[0].config.model_name if env.server.servers else None,
+        start_time=start,
+        end_time=end,
+        generation_parameters=params,
+        samples=list(samples),
+    )
+    return metrics

@@ -1,0 +1,304 @@
+"""serve's side of the conversation with run-api (atroposlib's trajectory API), made explicit.
+
+`RunApiClient` is mixed into `RubricEnv` before atroposlib's `BaseEnv` and overrides four of its
+serve-mode methods (nothing in atroposlib is patched):
+
+* `register_env`: run-api not answering → one line "not answering (...); waiting for it to start";
+  run-api up but no trainer registered → one line saying so and what it waits for (a trainer's
+  `POST /register`), repeated every `status_every_s`; both give up after `trainer_wait_s`.
+* `get_status`: a run-api outage pauses rollouts with one line (not atroposlib's RetryError); a
+  restarted run-api that no longer knows the env (HTTP 5xx) is registered with again. It polls on
+  the keep-alive client (upstream opened a session and a connection on every serve-loop pass).
+* `_send_scored_data_to_api`: a scored group is held through an outage, and sent only when run-api
+  knows this env (a group posted to a restarted run-api before its trainer registers would break
+  run-api's state: shared/briefs/atropos.md, "ordering traps"). The body is atroposlib's (JSON,
+  gzip from 1 KiB), built off the event loop at gzip level 1 and posted on the keep-alive client:
+  upstream's level 9 on the loop took ~0.4 s for a 16 x 4k-token group, stalling every rollout.
+* `env_step_checks`: stops serve when the inference watcher says so (`on_server_down=stop`) and
+  logs one summary line every `status_every_s`; `quiet_atroposlib` keeps atroposlib's per-loop
+  lines (~15/s) out unless `--env.verbose`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import logging
+import time
+from typing import Any
+
+import httpx
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+from environments.atropos_runtime.server_health import (
+    Outage,
+    call_until_back,
+    describe,
+    is_connect_error,
+    unwrap,
+)
+from environments.atropos_runtime.tls import verify_for
+
+log = logging.getLogger("rlvr")
+# what a run-api outage means for the env, whichever caller (status poll or a send) finds it first
+RUN_API_WAITS_FOR = "rollouts pause until it is back (scored groups are held, not dropped)"
+
+
+class RunApiClient:
+    """Mixin for `RubricEnv` (see module docstring); expects BaseEnv's attributes and RubricEnv's
+    `config`, `watcher`, `drops`, `groups_ok`, `inflight`, `_outage` and `_last_summary`."""
+
+    config: Any
+    server: Any
+    watcher: Any
+    env_id: Any
+    drops: Any
+    _outage: Outage | None
+    _last_summary: float
+    _api_http: httpx.AsyncClient | None = None
+    _api_http_loop: asyncio.AbstractEventLoop | None = None
+
+    def _run_api_http(self) -> httpx.AsyncClient:
+        """One keep-alive client for this env's own run-api calls (on the running loop). A client per
+        call built a TLS context each time: half of serve's CPU, with a check before every group."""
+        loop = asyncio.get_running_loop()
+        if self._api_http is None or self._api_http.is_closed or self._api_http_loop is not loop:
+            url = self.config.rollout_server_url
+            self._api_http = httpx.AsyncClient(
+                timeout=30, trust_env=False, verify=verify_for(url, trust_env=False)
+            )
+            self._api_http_loop = loop
+        return self._api_http
+
+    async def close_run_api_http(self) -> None:
+        if self._api_http is not None and self._api_http_loop is asyncio.get_running_loop():
+            await self._api_http.aclose()
+        self._api_http = None
+
+    def _api_outage(self) -> Outage:
+        if self._outage is None:
+            self._outage = Outage(
+                "run-api (the trajectory API)", self.config.rollout_server_url, self.config.status_every_s
+            )
+        return self._outage
+
+    async def _post_register(self) -> dict[str, Any]:
+        body = {
+            "max_token_length": self.config.max_token_length,
+            "desired_name": self.config.wandb_name,
+            "weight": self.config.inference_weight,
+            "min_batch_allocation": self.config.min_batch_allocation,
+            "group_size": self.config.group_size,
+        }
+        resp = await self._run_api_http().post(f"{self.config.rollout_server_url}/register-env", json=body)
+        resp.raise_for_status()
+        return resp.json()
+
+    async def register_env(self) -> None:
+        """Register with run-api, saying what is wrong and what it waits for: run-api not answering
+        (waits for it to start), or no trainer registered yet (waits for one); both give up after
+        `trainer_wait_s`."""
+        wait_s = self.config.trainer_wait_s
+        url = self.config.rollout_server_url
+        deadline = time.monotonic() + wait_s
+        announced = 0.0
+        while True:
+            data = await call_until_back(
+                self._post_register,
+                self._api_outage(),
+                waits_for=f"waiting for it to start (giving up after {wait_s:.0f}s)",
+                give_up_s=wait_s,
+            )
+            if data.get("status") == "success":
+                break
+            now = time.monotonic()
+            if now > deadline:
+                raise SystemExit(
+                    f"no trainer registered with {url} within {wait_s:.0f}s "
+                    f"(run-api answered {data.get('status')!r})"
+                )
+            if not announced or now - announced >= self.config.status_every_s:
+                log.warning(
+                    "run-api at %s is up but no trainer has registered (it answered %r); waiting for a "
+                    "trainer to POST /register (%.0fs of %.0fs)",
+                    url,
+                    data.get("status"),
+                    wait_s - (deadline - now),
+                    wait_s,
+                )
+                announced = now
+            await asyncio.sleep(1)  # atroposlib's protocol: poll until the trainer registers
+        self.env_id = data["env_id"]
+        self.wandb_prepend = data["wandb_name"]
+        self.curr_step = data["starting_step"]
+        self.checkpoint_dir = data["checkpoint_dir"]
+        self.checkpoint_interval = data["checkpoint_interval"]
+        if self.config.total_steps == -1:
+            self.config.total_steps = data["num_steps"]
+        log.info("registered with run-api at %s as env %s", url, self.env_id)
+        if self.curr_step > 0:
+            self.load_checkpoint()
+
+    async def get_status(self) -> None:
+        """atroposlib's status poll, waiting out a run-api outage (rollouts pause, scored groups are
+        held) and registering again when a restarted run-api no longer knows this env."""
+
+        async def once() -> None:
+            await asyncio.wait_for(self._fetch_status(), 30)
+
+        waits_for = RUN_API_WAITS_FOR
+        try:
+            await call_until_back(once, self._api_outage(), waits_for=waits_for)
+        except httpx.HTTPStatusError as exc:
+            if exc.response.status_code < 500:
+                raise
+            log.warning(
+                "run-api at %s answered %s to /status-env: it no longer knows env %s (restarted?); "
+                "registering again",
+                self.config.rollout_server_url,
+                exc.response.status_code,
+                self.env_id,
+            )
+            await self.register_env()
+            await self.get_server_info()
+            await call_until_back(once, self._api_outage(), waits_for=waits_for)
+
+    async def _fetch_status(self) -> None:
+        """atroposlib's `get_status` body (status, env weight, worker cap) on the keep-alive client:
+        upstream opens an aiohttp session and a connection for it on every pass of the serve loop.
+        An HTTP error status raises `httpx.HTTPStatusError`."""
+        resp = await self._run_api_http().request(
+            "GET", f"{self.config.rollout_server_url}/status-env", json={"env_id": self.env_id}, timeout=30
+        )
+        resp.raise_for_status()
+        self.status_dict = resp.json()
+        max_num_workers = self.config.max_num_workers
+        if max_num_workers == -1:
+            max_num_workers = self.config.max_num_workers_per_node * len(self.server.servers)
+        self.max_num_workers = max_num_workers
+        await self.server.update_weight(self.status_dict["env_weight"])
+
+    async def _send_scored_data_to_api(self, scored_data: Any) -> None:
+        """atroposlib's send, holding the group through a run-api outage. It is sent again only once
+        run-api knows this env (after a restart: once `get_status` has registered again), since a
+        group posted before the trainer registers would corrupt run-api's state."""
+        while True:
+            while not await self._env_known():  # get_status says why, and registers again
+                await asyncio.sleep(1)  # the retry period while run-api is away
+            try:
+                return await self._post_scored(scored_data)
+            except Exception as exc:  # noqa: BLE001 - only connection failures are waited out
+                if not is_connect_error(exc):
+                    raise
+                self._api_outage().failed(describe(unwrap(exc)), RUN_API_WAITS_FOR)
+
+    async def _post_scored(self, scored_data: Any) -> None:
+        """One POST of a scored group (or a list of them) as atroposlib makes it: `env_id` stamped,
+        `/scored_data` or `/scored_data_list`; a 5xx is tried again (3 attempts in all, atroposlib's
+        backoff), a 4xx is logged and counted in `drops` (the group cannot be sent as it is), a
+        connection failure is raised at once (the caller holds the group)."""
+        for group in scored_data if isinstance(scored_data, list) else [scored_data]:
+            group["env_id"] = getattr(self, "env_id", None)
+        path = "scored_data_list" if isinstance(scored_data, list) else "scored_data"
+        url = f"{self.config.rollout_server_url}/{path}"
+        if _token_count(scored_data) <= INLINE_TOKENS:
+            body, headers = encode_scored(scored_data)  # ~1 ms: less than a hand-off to a thread
+        else:
+            body, headers = await asyncio.to_thread(encode_scored, scored_data)
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(3),
+            wait=wait_random_exponential(multiplier=1, max=10),
+            retry=retry_if_exception(lambda exc: not is_connect_error(exc)),
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                resp = await self._run_api_http().post(url, content=body, headers=headers, timeout=300)
+                if resp.status_code >= 500:
+                    raise RunApiServerError(f"run-api answered {resp.status_code} to /{path}")
+        if resp.status_code >= 400:
+            log.error("run-api refused a scored group (%s): %s", resp.status_code, resp.text[:300])
+            self.drops[f"run-api refused ({resp.status_code})"] += 1
+
+    async def _env_known(self) -> bool:
+        try:
+            resp = await self._run_api_http().request(
+                "GET",
+                f"{self.config.rollout_server_url}/status-env",
+                json={"env_id": self.env_id},
+                timeout=10,
+            )
+        except httpx.HTTPError:
+            return False
+        return resp.status_code == 200
+
+    async def env_step_checks(self) -> None:
+        """Stop cleanly when the inference server is down under `on_server_down=stop`, and log one
+        summary line every `status_every_s` (atroposlib's per-loop lines only with --env.verbose)."""
+        if self.watcher is not None and self.watcher.stop_reason:
+            raise SystemExit(self.watcher.stop_reason)
+        await super().env_step_checks()
+        now = time.monotonic()
+        if now - self._last_summary >= self.config.status_every_s:
+            self._last_summary = now
+            status = getattr(self, "status_dict", None) or {}
+            down = self.watcher.down if self.watcher else []
+            log.info(
+                "serve: step %s/%s · trainer queue %s group(s) · %d group(s) sent · dropped %s · "
+                "%d in flight · inference %s",
+                status.get("current_step", "?"),
+                self.config.total_steps,
+                status.get("queue_size", "?"),
+                self.groups_ok,
+                dict(self.drops) or "none",
+                self.inflight,
+                f"DOWN: {', '.join(down)}" if down else "up",
+            )
+
+
+class RunApiServerError(Exception):
+    """run-api answered a scored group with a 5xx (tried again, as atroposlib does)."""
+
+
+SCORED_GZIP_LEVEL = 1  # ~15x less CPU than upstream's level 9 for a ~12% larger body (JSON of ids)
+
+
+INLINE_TOKENS = 8192  # groups up to this many tokens are encoded on the loop
+
+
+def encode_scored(payload: Any) -> tuple[bytes, dict[str, str]]:
+    """The body and headers of a scored-data POST, as atroposlib's `_post_json_with_compression`
+    builds them (JSON; gzip from 1 KiB when that is smaller), at `SCORED_GZIP_LEVEL`."""
+    body = dumps_in_pieces(payload).encode()
+    headers = {"Content-Type": "application/json"}
+    if len(body) >= 1024:
+        packed = gzip.compress(body, compresslevel=SCORED_GZIP_LEVEL)
+        if len(packed) < len(body):
+            body, headers["Content-Encoding"] = packed, "gzip"
+    return body, headers
+
+
+def dumps_in_pieces(value: Any) -> str:
+    """`json.dumps(value)`, the same text, built from one `json.dumps` per innermost list: one call
+    on a whole group holds the GIL throughout (~45 ms for 16 x 4k tokens), so the event loop could
+    not run even while a worker thread encoded it; between pieces the GIL changes hands."""
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return "{" + ", ".join(f"{json.dumps(k)}: {dumps_in_pieces(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list) and value and all(isinstance(v, (list, dict)) for v in value):
+        return "[" + ", ".join(dumps_in_pieces(v) for v in value) + "]"
+    return json.dumps(value)
+
+
+def _token_count(scored_data: Any) -> int:
+    groups = scored_data if isinstance(scored_data, list) else [scored_data]
+    return sum(len(seq) for g in groups if isinstance(g, dict) for seq in (g.get("tokens") or ()))
+
+
+def quiet_atroposlib(verbose: bool) -> None:
+    """serve's per-loop status lines (~15/s, atroposlib sets its env logger to DEBUG) would bury the
+    warnings: atroposlib logs below WARNING only with --env.verbose."""
+    level = logging.INFO if verbose else logging.WARNING
+    names = [n for n in logging.root.manager.loggerDict if n == "atroposlib" or n.startswith("atroposlib.")]
+    for name in {"atroposlib", *names}:
+        logging.getLogger(name).setLevel(level)

@@ -1,0 +1,416 @@
+"""Score on a Ray cluster: `RayRubric` sends whole groups to one `RubricHost` actor per node.
+
+    rubric = await connect(MathNodeRubric(), RayScorerConfig(address="10.0.0.1:6379"))
+    results = await rubric.score_group(samples)      # any Rubric caller: environments, adapters, server
+    await rubric.aclose()
+
+Contract (on top of `Rubric`'s):
+* Each node builds its own rubric with `factory(slots)` (see `rubrics.remote.node`; the factory must
+  pickle and its code must be importable there); the driver only ships `Sample`s and gets
+  `RewardResult`s back, one Ray call per group. Node actors run at `niceness` (Ray's default is 15).
+* Dispatch: least-loaded actor, at most `inflight_per_slot × slots` groups in flight on each.
+* Membership: alive nodes with CPUs are read from `ray.nodes()` every `refresh_s` seconds and right
+  after any actor error, on a background thread: a new node gets an actor, a dead one is dropped.
+  Nodes that fail the version handshake are refused (logged, counted, never used).
+* Failures keep the tri-state, and a verified score only ever comes from a node's rubric:
+
+  | the driver sees                                       | result                                      |
+  |-------------------------------------------------------|---------------------------------------------|
+  | `RewardResult`s from the node                         | passed through unchanged                    |
+  | `RayActorError` (node or actor lost, unreachable)     | retried once on another node, else `error`  |
+  | no live node                                          | `error` ("no live scoring node")            |
+  | `group_timeout_s` passed                              | the Ray task is cancelled; `timeout`        |
+  | the caller cancels (its own deadline, e.g. the env's) | the Ray task is cancelled; re-raised        |
+  | any other Ray error, bad reply, pickling failure      | `error` naming the exception type           |
+
+  Ray's own task retries are off (`max_task_retries=0`), so a group is never scored twice at once.
+* `aclose()` calls `close()` on every actor (their pools and cgroups are released on every node)
+  and kills them. The driver's Ray connection stays up for other users in the process (several
+  `RayRubric`s may share it) until `ray.shutdown()` or process exit.
+* Loopback: Ray advertises the machine's outward address for 127.0.0.1/localhost, so for a cluster
+  on one machine use node addresses 127.0.0.2, 127.0.0.3, ...; the driver joins as the host of
+  `address` when that is a loopback address (`node_ip_address` overrides).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+try:
+    import ray
+except ImportError as exc:  # an optional extra
+    raise ImportError("the Ray scorer needs Ray on every node: pip install 'rlvr-envs[ray]'") from exc
+from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from rubrics.core import RewardResult, Rubric, Sample, Status
+from rubrics.remote.node import RubricFactory, RubricHost, fingerprint
+
+log = logging.getLogger(__name__)
+
+
+class RemoteScorerError(RuntimeError):
+    """The Ray scorer cannot start (no address, no usable node); the message says why."""
+
+
+class RayScorerConfig(BaseModel):
+    """Where the cluster is and how groups are spread over it. Defaults suit a real cluster."""
+
+    address: str | None = Field(None, description="Ray cluster address host:port (default RAY_ADDRESS)")
+    node_ip_address: str | None = Field(None, description="This driver's node address (default: see doc)")
+    node_slots: int | None = Field(None, ge=1, description="Slots per node (default: the node's CPUs)")
+    inflight_per_slot: int = Field(2, ge=1, description="Groups in flight per node slot")
+    group_timeout_s: float | None = Field(None, gt=0, description="Deadline of one group (None: caller's)")
+    refresh_s: float = Field(10.0, gt=0, description="How often node membership is re-read")
+    ready_timeout_s: float = Field(120.0, gt=0, description="How long a new node actor may take to start")
+    close_timeout_s: float = Field(60.0, gt=0, description="How long actors may take to release pools")
+    niceness: int | None = Field(
+        0,
+        description="Nice value of the node actors and their pools (Ray starts workers at 15; None keeps it)",
+    )
+    namespace: str = Field("rlvr", description="Ray namespace of the driver")
+    log_to_driver: bool = Field(False, description="Copy worker logs into this process's stderr")
+
+
+@dataclass
+class _Member:
+    node_id: str
+    where: str
+    handle: Any
+    slots: int
+    capacity: int
+    inflight: int = 0
+
+
+def _loopback_host(address: str | None) -> str | None:
+    host = (address or "").rsplit(":", 1)[0].removeprefix("ray://")
+    try:
+        return host if ipaddress.ip_address(host).is_loopback else None
+    except ValueError:
+        return None
+
+
+def _last_line(exc: BaseException) -> str:
+    """A Ray error in one line: the cause (last line) of a remote traceback, else the first line."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if not lines:
+        return ""
+    return (lines[-1] if isinstance(exc, RayTaskError | RayActorError) else lines[0])[:300]
+
+
+def _kill(handle: Any) -> None:
+    if not ray.is_initialized():  # never let a cleanup call start a local Ray instance
+        return
+    try:
+        ray.kill(handle, no_restart=True)
+    except (RayError, ValueError):  # already gone with its node
+        pass
+
+
+class RayRubric(Rubric):
+    """A rubric whose groups are scored by per-node actors on a Ray cluster (see module docstring)."""
+
+    name = "ray"
+
+    def __init__(
+        self,
+        factory: RubricFactory,
+        config: RayScorerConfig | None = None,
+        *,
+        expected: dict[str, str] | None = None,
+    ) -> None:
+        self.factory = factory
+        self.config = config or RayScorerConfig()
+        self.expected = expected or fingerprint()  # what every node must match
+        self.counts: Counter[str] = Counter()
+        self.refused: dict[str, str] = {}
+        self.closed_pids: list[int] = []
+        self._members: dict[str, _Member] = {}
+        self._lock = threading.Lock()
+        self._start_lock = threading.Lock()
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = []
+        self._kick = threading.Event()
+        self._stop = threading.Event()
+        self._refresher: threading.Thread | None = None
+        self._started = False
+        self._Host = ray.remote(RubricHost)
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        """Join the cluster and start an actor on every node (blocking; idempotent).
+        Raises `RemoteScorerError` when no node can score (none alive, all refused)."""
+        with self._start_lock:
+            if self._started:
+                return
+            if not ray.is_initialized():
+                address = self.config.address or os.environ.get("RAY_ADDRESS")
+                if not address:
+                    raise RemoteScorerError(
+                        "no Ray cluster address: pass one (e.g. --env.ray_address HEAD:6379) or set "
+                        "RAY_ADDRESS; start the cluster first with `ray start --head` (see README)"
+                    )
+                ray.init(
+                    address=address,
+                    _node_ip_address=self.config.node_ip_address or _loopback_host(address),
+                    namespace=self.config.namespace,
+                    log_to_driver=self.config.log_to_driver,
+                    logging_level=logging.WARNING,
+                )
+            self._refresh()
+            if not self._members:
+                why = "; ".join(self.refused.values()) or "no alive node with CPUs"
+                raise RemoteScorerError(f"no Ray node can score: {why}")
+            self._refresher = threading.Thread(target=self._refresh_loop, name="rlvr-ray-nodes", daemon=True)
+            self._refresher.start()
+            self._started = True
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self._close_blocking)
+
+    def _close_blocking(self) -> None:
+        with self._start_lock:
+            self._stop.set()
+            self._kick.set()
+            if self._refresher is not None:
+                self._refresher.join()
+            with self._lock:
+                members, self._members = list(self._members.values()), {}
+            self._wake_all()
+            refs = []
+            for m in members:
+                try:
+                    refs.append(m.handle.close.remote())
+                except Exception as exc:  # noqa: BLE001 - Ray raises bare Exception for a gone actor
+                    log.warning("ray scorer: node %s is gone: %s", m.where, _last_line(exc))
+            done, pending = (
+                ray.wait(refs, num_returns=len(refs), timeout=self.config.close_timeout_s)
+                if refs
+                else ([], [])
+            )
+            for ref in done:
+                try:
+                    self.closed_pids.append(ray.get(ref))
+                except RayError as exc:
+                    log.warning("ray scorer: a node could not release its pools: %s", type(exc).__name__)
+            if pending:
+                log.warning("ray scorer: %d nodes did not release their pools in time", len(pending))
+            for m in members:
+                _kill(m.handle)
+            if members or self.counts:
+                log.info("ray scorer: %s", dict(self.counts))
+
+    # ------------------------------------------------------------------ membership
+    def nodes(self) -> list[dict[str, Any]]:
+        """The nodes currently scoring: where, slots, groups in flight."""
+        with self._lock:
+            return [
+                {"where": m.where, "slots": m.slots, "inflight": m.inflight} for m in self._members.values()
+            ]
+
+    def _refresh_loop(self) -> None:
+        while not self._stop.is_set():
+            self._kick.wait(self.config.refresh_s)
+            self._kick.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self._refresh()
+            except Exception:  # noqa: BLE001 - keep scoring with the nodes we have
+                log.exception("ray scorer: reading the cluster's nodes failed")
+
+    def _refresh(self) -> None:
+        alive = {
+            n["NodeID"]: n
+            for n in ray.nodes()
+            if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) >= 1
+        }
+        with self._lock:
+            gone = [m for nid, m in self._members.items() if nid not in alive]
+            for m in gone:
+                del self._members[m.node_id]
+            new = [n for nid, n in alive.items() if nid not in self._members and nid not in self.refused]
+        for m in gone:
+            self.counts["nodes_left"] += 1
+            log.warning("ray scorer: node %s left", m.where)
+        if gone:
+            self._wake_all()
+        if new and not self._stop.is_set():
+            self._spawn(new)
+
+    def _spawn(self, nodes: list[dict[str, Any]]) -> None:
+        started = []
+        for node in nodes:
+            slots = self.config.node_slots or max(1, int(node["Resources"]["CPU"]))
+            where = node.get("NodeManagerAddress", node["NodeID"][:8])
+            handle = self._Host.options(
+                num_cpus=0,
+                max_restarts=-1,
+                max_task_retries=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
+            ).remote(self.factory, slots, self.expected, where, self.config.niceness)
+            started.append((node["NodeID"], where, slots, handle, handle.ready.remote()))
+        ready, waiting = [], [s[4] for s in started]
+        deadline = time.monotonic() + self.config.ready_timeout_s
+        while waiting and time.monotonic() < deadline and not self._stop.is_set():  # close() stops it
+            done, waiting = ray.wait(waiting, num_returns=len(waiting), timeout=0.5)
+            ready += done
+        for node_id, where, slots, handle, ref in started:
+            try:
+                info = ray.get(ref, timeout=0) if ref in ready else None
+            except (RayError, GetTimeoutError) as exc:
+                info, reason = None, f"{type(exc).__name__}: {_last_line(exc)}"
+            else:
+                reason = "did not start in time"
+            if info is None or info["refusal"]:
+                _kill(handle)
+                if info is None:
+                    log.warning("ray scorer: no actor on node %s (%s); retried later", where, reason)
+                    continue
+                self.refused[node_id] = info["refusal"]
+                self.counts["nodes_refused"] += 1
+                log.error("ray scorer: %s", info["refusal"])
+                continue
+            self._add_member(node_id, where, handle, slots, info.get("priority", ""))
+        self._wake_all()
+
+    def _add_member(self, node_id: str, where: str, handle: Any, slots: int, priority: str = "") -> None:
+        member = _Member(node_id, where, handle, slots, slots * self.config.inflight_per_slot)
+        with self._lock:
+            self._members[node_id] = member
+        self.counts["nodes_joined"] += 1
+        log.info("ray scorer: node %s joined (%d slots, %s)", where, slots, priority)
+
+    def _drop(self, member: _Member) -> None:
+        """Stop using an actor that errored; the refresher re-creates one if its node is alive."""
+        with self._lock:
+            if self._members.get(member.node_id) is not member:
+                return
+            del self._members[member.node_id]
+        _kill(member.handle)
+        self._kick.set()
+        self._wake_all()
+
+    # ------------------------------------------------------------------ dispatch
+    async def _acquire(self, exclude: set[str]) -> _Member | None:
+        loop = asyncio.get_running_loop()
+        while True:
+            with self._lock:
+                candidates = [m for m in self._members.values() if m.node_id not in exclude]
+                if not candidates:
+                    return None
+                free = [m for m in candidates if m.inflight < m.capacity]
+                if free:
+                    member = min(free, key=lambda m: m.inflight / m.capacity)
+                    member.inflight += 1
+                    return member
+                waiter = (loop, loop.create_future())
+                self._waiters.append(waiter)
+            try:
+                await waiter[1]
+            finally:
+                with self._lock:
+                    if waiter in self._waiters:
+                        self._waiters.remove(waiter)
+
+    def _release(self, member: _Member) -> None:
+        with self._lock:
+            member.inflight -= 1
+        self._wake_all()
+
+    def _wake_all(self) -> None:
+        with self._lock:
+            waiters, self._waiters = self._waiters, []
+        for loop, fut in waiters:
+            try:
+                loop.call_soon_threadsafe(lambda f=fut: f.done() or f.set_result(None))
+            except RuntimeError:  # that loop is closed; its waiter is gone with it
+                pass
+
+    async def _score(self, sample: Sample) -> RewardResult:
+        return (await self._score_group([sample]))[0]
+
+    async def _score_group(self, samples: Sequence[Sample]) -> list[RewardResult]:
+        if not samples:
+            return []
+        if not self._started:
+            await asyncio.to_thread(self.start)
+        samples = list(samples)
+        self.counts["groups"] += 1
+        tried: set[str] = set()
+        lost = ""
+        for attempt in range(2):
+            member = await self._acquire(tried)
+            if member is None:
+                break
+            tried.add(member.node_id)
+            try:
+                return self._checked(await self._call(member, samples), len(samples))
+            except RayActorError as exc:
+                lost = f"scoring node {member.where} lost: {type(exc).__name__}"
+                self.counts["node_errors"] += 1
+                self._drop(member)
+                if attempt == 0:
+                    self.counts["retried"] += 1
+            except asyncio.TimeoutError:
+                self.counts["timeouts"] += 1
+                reason = f"ray scorer: group not scored within {self.config.group_timeout_s}s (cancelled)"
+                return [RewardResult.unverified(Status.TIMEOUT, reason) for _ in samples]
+            except (RayError, TypeError, ValueError) as exc:  # RayTaskError, OOM, pickling, bad reply
+                self.counts["errors"] += 1
+                reason = f"ray scorer: {type(exc).__name__}: {_last_line(exc)}"
+                return [RewardResult.unverified(Status.ERROR, reason) for _ in samples]
+            finally:
+                self._release(member)
+        self.counts["unverified_groups"] += 1
+        reason = f"{lost}; not retried: no other live node" if lost else "ray scorer: no live scoring node"
+        return [RewardResult.unverified(Status.ERROR, reason) for _ in samples]
+
+    async def _call(self, member: _Member, samples: list[Sample]) -> Any:
+        """One group on one actor; the Ray task is cancelled if we time out or are cancelled."""
+        ref = member.handle.score_group.remote(samples)
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(ref.future()), self.config.group_timeout_s)
+        except (asyncio.TimeoutError, asyncio.CancelledError):
+            try:
+                ray.cancel(ref)
+            except RayError:  # already finished or gone with its node
+                pass
+            raise
+
+    @staticmethod
+    def _checked(results: Any, n: int) -> list[RewardResult]:
+        if not isinstance(results, list) or len(results) != n:
+            raise ValueError(f"node returned {type(results).__name__} for {n} samples")
+        if not all(isinstance(r, RewardResult) for r in results):
+            raise ValueError("node returned something other than RewardResults")
+        return results
+
+
+async def connect(factory: RubricFactory, config: RayScorerConfig | None = None) -> RayRubric:
+    """A started `RayRubric`: joined the cluster, an actor ready on every usable node."""
+    rubric = RayRubric(factory, config)
+    await asyncio.to_thread(rubric.start)
+    return rubric
+
+
+def build_scorer(
+    factory: RubricFactory, scorer: str = "local", *, local_slots: int = 2, **ray_options: Any
+) -> Rubric:
+    """The one switch for adapters and the reward server: `factory(local_slots)` here, or a
+    `RayRubric` over the cluster (`ray_options` are `RayScorerConfig` fields; it joins on first use)."""
+    if scorer == "local":
+        return factory(local_slots)
+    if scorer == "ray":
+        return RayRubric(factory, RayScorerConfig(**ray_options))
+    raise ValueError(f"unknown scorer {scorer!r}; expected 'local' or 'ray'")
