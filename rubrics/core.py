@@ -156,6 +156,12 @@ class Rubric(ABC):
     async def warm_up(self) -> None:
         """Start pools/workers now rather than on the first call (servers call it before ready)."""
 
+    async def unavailable(self) -> str | None:
+        """None when the rubric can score now; else one line naming what it depends on that is down
+        (e.g. its judge endpoint) and how to fix it. Start-up checks and the reward server's
+        `/readyz` ask this; a rubric with nothing remote keeps the default (None)."""
+        return None
+
     async def aclose(self) -> None:
         """Release pools/clients. Safe to call more than once."""
 
@@ -226,6 +232,10 @@ class WeightedRubric(Rubric):
 
     async def warm_up(self) -> None:
         await asyncio.gather(*(c.rubric.warm_up() for c in self.parts.values()))
+
+    async def unavailable(self) -> str | None:
+        problems = await asyncio.gather(*(c.rubric.unavailable() for c in self.parts.values()))
+        return "; ".join(f"{name}: {p}" for name, p in zip(self.parts, problems, strict=True) if p) or None
 
     async def aclose(self) -> None:
         await asyncio.gather(*(c.rubric.aclose() for c in self.parts.values()))

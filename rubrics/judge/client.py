@@ -210,6 +210,32 @@ class _Completion(BaseModel):
     choices: list[_Choice] = Field(min_length=1)
 
 
+async def endpoint_problem(endpoint: JudgeEndpoint, timeout_s: float = 3.0) -> str | None:
+    """None when `endpoint` answers `GET /models` and serves `endpoint.model` (or cannot list its
+    models); else one line: unreachable (with the cause), an error status, a refused key, or the
+    models it does serve."""
+    url = endpoint.base_url.rstrip("/") + "/models"
+    key = os.environ.get(endpoint.api_key_env, "")
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    try:
+        async with httpx.AsyncClient(timeout=timeout_s, trust_env=False, headers=headers) as http:
+            resp = await http.get(url)
+    except httpx.HTTPError as exc:
+        cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return f"judge endpoint {endpoint.base_url} is unreachable ({cause}); start it or set the judge URL"
+    if resp.status_code in (401, 403):
+        return f"judge endpoint {endpoint.base_url} refused the API key (HTTP {resp.status_code}; ${endpoint.api_key_env})"
+    if resp.status_code >= 500:
+        return f"judge endpoint {endpoint.base_url} answered HTTP {resp.status_code} to GET /models"
+    try:
+        served = [m["id"] for m in resp.json()["data"]] if resp.status_code == 200 else None
+    except (ValueError, KeyError, TypeError):
+        served = None  # not an OpenAI model list: nothing to compare
+    if served is not None and endpoint.model not in served:
+        return f"judge endpoint {endpoint.base_url} does not serve model {endpoint.model!r} (it serves: {', '.join(served) or 'nothing'})"
+    return None
+
+
 def parse_completion(body: Any) -> JudgeReply:
     """The first choice of an OpenAI chat-completion body (`logprobs.content` kept when present);
     `MalformedReply` naming the first offending field otherwise."""

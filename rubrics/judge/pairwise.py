@@ -36,5 +36,8 @@ class PairwiseRubric(Rubric):
             return RewardResult.unverified(Status.ERROR, "invalid_input: sample has no baseline response")
         return await self.judge.compare(question_of(sample.prompt), response, baseline, swap=self.swap)
 
+    async def unavailable(self) -> str | None:
+        return await self.judge.unavailable()
+
     async def aclose(self) -> None:
         await self.judge.aclose()

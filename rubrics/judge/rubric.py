@@ -40,6 +40,7 @@ from rubrics.judge.client import (
     JudgeCallError,
     JudgeClient,
     JudgeEndpoint,
+    endpoint_problem,
     forget_client,
     release_client,
     shared_client,
@@ -179,6 +180,9 @@ class JudgeRubric(Rubric):
         return self.config.temperature == 0 or self.config.seed is not None
 
     # --- public API ------------------------------------------------------------------------
+    async def unavailable(self) -> str | None:
+        return await endpoint_problem(self.config.endpoint())
+
     async def _score(self, sample: Sample) -> RewardResult:
         response = final_segment(sample.completion_text)
         if response is None:

@@ -42,6 +42,8 @@ import gc
 import hashlib
 import json
 import logging
+import os
+import sys
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -49,7 +51,7 @@ from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
@@ -76,6 +78,11 @@ class ServerConfig(BaseModel):
 
 
 class Item(BaseModel):
+    """One sample to score. Unknown fields are refused (422 naming them): a misspelt `gold` for
+    `answer` must not score against no gold."""
+
+    model_config = ConfigDict(extra="forbid")
+
     prompt: list[dict[str, Any]] | str = ""
     completion: list[dict[str, Any]] | str
     answer: Any = None
@@ -87,15 +94,25 @@ class Item(BaseModel):
 
 
 class ScoreRequest(Item):
+    """`POST /score`: one sample and the name of the rubric that scores it."""
+
     rubric: str
 
 
 class BatchRequest(BaseModel):
+    """`POST /score_batch`: several samples for one rubric (one group shares its work)."""
+
+    model_config = ConfigDict(extra="forbid")
+
     rubric: str
     items: list[Item]
 
 
 class OpenRLHFRequest(BaseModel):
+    """`POST /get_reward`: OpenRLHF's remote reward contract (query = prompt + response)."""
+
+    model_config = ConfigDict(extra="forbid")
+
     query: list[str]
     prompts: list[str]
     labels: list[Any] | None = None
@@ -147,7 +164,10 @@ def _parse(body: bytes, model: type[BaseModel]) -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise HTTPException(422, exc.errors(include_url=False, include_context=False)) from None
+        errors = exc.errors(include_url=False, include_context=False)
+        for error in errors:  # FastAPI's shape, so both paths answer alike: the field under "body"
+            error["loc"] = ("body", *error["loc"])
+        raise HTTPException(422, errors) from None
 
 
 def _json(content: Any, status_code: int = 200, headers: Mapping[str, str] | None = None) -> Response:
@@ -348,11 +368,39 @@ async def _body(receive: Receive) -> bytes:
             return b"".join(chunks)
 
 
+def _body_doc(model: type[BaseModel]) -> dict[str, Any]:
+    """The OpenAPI request body of a route that reads its raw body: `model`, as JSON."""
+    ref = {"$ref": f"#/components/schemas/{model.__name__}"}
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": ref}}}}
+
+
+def _document_models(app: FastAPI, models: Sequence[type[BaseModel]]) -> None:
+    """Add `models` (and the models they use) to the app's OpenAPI components."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = build()
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            for model in models:
+                doc = model.model_json_schema(ref_template="#/components/schemas/{model}")
+                components.update(doc.pop("$defs", {}))
+                components[model.__name__] = doc
+        return app.openapi_schema or build()
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def create_app(
-    rubrics: Mapping[str, Rubric], config: ServerConfig | None = None, *, owns_rubrics: bool = False
+    rubrics: Mapping[str, Rubric],
+    config: ServerConfig | None = None,
+    *,
+    owns_rubrics: bool = False,
+    announce: str | None = None,
 ) -> RewardApp:
     """A FastAPI app serving `rubrics` by name. Rubrics warm up in the background at start-up
-    (`/readyz` says when); with `owns_rubrics` the app closes them at shutdown."""
+    (`/readyz` says when); with `owns_rubrics` the app closes them at shutdown. With `announce` (the
+    URL it serves on) it prints one line to stderr when it is ready, or why warm-up failed."""
     cfg = config or ServerConfig()
     metrics = ServerMetrics()
     scorer = Scorer(rubrics, cfg, metrics)
@@ -364,9 +412,17 @@ def create_app(
             gc.collect()
             gc.freeze()  # start-up objects never need collecting: full GC passes stay short
             state["ready"] = bool(rubrics)
+            if announce:
+                print(
+                    f"rlvr-reward-server: ready on {announce} (pid {os.getpid()})",
+                    file=sys.stderr,
+                    flush=True,
+                )
         except Exception as exc:  # noqa: BLE001 - reported by /readyz, never a crash of the server
             log.exception("rubric warm-up failed")
             state["error"] = f"warm-up failed: {type(exc).__name__}: {exc}"
+            if announce:
+                print(f"rlvr-reward-server: not ready: {state['error']}", file=sys.stderr, flush=True)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI):
@@ -416,15 +472,17 @@ def create_app(
 
     app.hot = {"/score": score_body, "/score_batch": score_batch_body}
 
-    @app.post("/score")
+    # The handlers parse the raw body themselves (one path for the lean and the ordinary route, lone
+    # surrogates cleaned); `_body_doc` puts each body's model in the OpenAPI schema.
+    @app.post("/score", openapi_extra=_body_doc(ScoreRequest))
     async def score(request: Request) -> Response:
         return await score_body(await request.body())
 
-    @app.post("/score_batch")
+    @app.post("/score_batch", openapi_extra=_body_doc(BatchRequest))
     async def score_batch(request: Request) -> Response:
         return await score_batch_body(await request.body())
 
-    @app.post("/get_reward")
+    @app.post("/get_reward", openapi_extra=_body_doc(OpenRLHFRequest))
     async def get_reward(request: Request) -> Response:
         start = time.perf_counter()
         req = _parse(await request.body(), OpenRLHFRequest)
@@ -454,14 +512,19 @@ def create_app(
 
     @app.get("/readyz")
     async def readyz() -> JSONResponse:
-        ready = state["ready"] and not state["draining"]
-        body = {"ready": ready, "rubrics": sorted(rubrics), "error": state["error"]}
+        """Ready once every rubric warmed up, until shutdown, while none depends on something down
+        (e.g. a judge endpoint: `unavailable` names the rubric and the cause)."""
+        problems = await asyncio.gather(*(r.unavailable() for r in rubrics.values()))
+        down = {name: p for name, p in zip(rubrics, problems, strict=True) if p}
+        ready = state["ready"] and not state["draining"] and not down
+        body = {"ready": ready, "rubrics": sorted(rubrics), "error": state["error"], "unavailable": down}
         return JSONResponse(body, status_code=200 if ready else 503)
 
     @app.get("/metrics")
     async def prometheus() -> Response:
         return Response(metrics.text(), media_type="text/plain; version=0.0.4")
 
+    _document_models(app, (ScoreRequest, BatchRequest, OpenRLHFRequest))
     app.state.metrics = metrics
     app.state.scorer = scorer
     app.state.readiness = state

@@ -88,6 +88,10 @@ def build_app(script: Script) -> FastAPI:
 
     app = FastAPI(lifespan=lifespan)
 
+    @app.get("/v1/models")
+    async def models():
+        return {"object": "list", "data": [{"id": "scripted", "object": "model"}]}
+
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
         body = await request.json()
