@@ -113,6 +113,7 @@ class JudgeTask(Task):
 
 class JudgeEnv(RubricEnv):
     name = "judge"
+    rubric_flags = "set --env.judge_base_url and --env.judge_model to a running judge"
     env_config_cls = JudgeEnvConfig
     task_cls = JudgeTask
 

@@ -42,17 +42,20 @@ import logging
 import os
 import random
 import sys
+import warnings
 from collections import Counter
 from typing import Any, ClassVar, Literal
 
+import rich
 from atroposlib.envs.base import BaseEnv, BaseEnvConfig, ScoredDataGroup
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 from pydantic import Field, ValidationError
 
+from environments.atropos_runtime.cli_help import render_help
 from environments.atropos_runtime.episode_runtime import episode_rollouts, finish_group
 from environments.atropos_runtime.episodes import MultiTurnTask
 from environments.atropos_runtime.modes import run_evaluate, run_process
-from environments.atropos_runtime.rollouts import GroupOutcome, assemble_group, sample_group
+from environments.atropos_runtime.rollouts import DropReason, GroupOutcome, assemble_group, sample_group
 from environments.atropos_runtime.sampling_slots import sampling_done
 from environments.atropos_runtime.serve_api import RunApiClient, quiet_atroposlib
 from environments.atropos_runtime.serve_loop import run_serve
@@ -63,6 +66,7 @@ from environments.atropos_runtime.servers import (
     VLLMTokenServer,
     check_logprobs_mode,
     check_reachable,
+    check_tokenizer,
     server_class_for,
 )
 from environments.task import Item, Task
@@ -70,6 +74,7 @@ from rubrics.core import RewardResult, Rubric, Status
 
 log = logging.getLogger("rlvr")
 
+MODES = ("serve", "process", "evaluate")
 DEFAULT_MODEL = os.environ.get("RLVR_MODEL", "Qwen/Qwen2.5-1.5B-Instruct")
 DEFAULT_BASE_URL = os.environ.get("RLVR_BASE_URL", "http://127.0.0.1:9001/v1")
 
@@ -130,10 +135,21 @@ def _cli_flag(name: str) -> bool:
     return False
 
 
+def _cli_mode() -> str | None:
+    """The command (serve / process / evaluate) this process was started with, if any."""
+    return next((a for a in sys.argv[1:2] if a in MODES), None)
+
+
+def _cli_given(name: str) -> bool:
+    """True if the command line itself names `--env.<name>`."""
+    return any(arg == f"--env.{name}" or arg.startswith(f"--env.{name}=") for arg in sys.argv[1:])
+
+
 class RubricEnv(RunApiClient, BaseEnv):
     """Shared serve/process/evaluate machinery over a `Task` (see module docstring)."""
 
     name: ClassVar[str | None] = None
+    rubric_flags: ClassVar[str] = ""  # the options that point the rubric at what it depends on, if any
     env_config_cls = RubricEnvConfig
     task_cls: ClassVar[type[Task]]
 
@@ -142,9 +158,27 @@ class RubricEnv(RunApiClient, BaseEnv):
     def cli(cls) -> None:
         """atroposlib's CLI (`serve | process | evaluate`, `--env.*`, `--openai.*`), with failures
         reported as one clear line (set RLVR_DEBUG=1 for the traceback)."""
+        argv = sys.argv[1:]
+        asks_help = {"-h", "--help", "--help-all"} & set(argv)
+        if asks_help:  # the defaults a run really uses (config_init), not atroposlib's class defaults
+            mode = argv[0] if argv[0] in MODES else None
+            print(render_help(cls, RubricEnvConfig, mode, show_all="--help-all" in argv))
+            raise SystemExit(0)
+        if not argv or argv[0] not in MODES:
+            prog = os.path.basename(sys.argv[0])
+            got = f"unknown command {argv[0]!r}" if argv else "a command is required"
+            print(f"usage: {prog} {{serve,process,evaluate}} [--env.* ...] [--openai.* ...]\n"
+                  f"{prog}: error: {got}; serve (RL training through run-api), process (write groups "
+                  f"to a file) or evaluate (metrics on the eval split); `{prog} COMMAND --help` lists the "
+                  "options", file=sys.stderr)  # fmt: skip
+            raise SystemExit(2)
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+        verbose = _cli_flag("verbose")
+        rich.reconfigure(quiet=not verbose)  # atroposlib's ~85-line config dump (rich.print) only with it
+        # setup() checks the inference server itself, in one line if it is not there
+        warnings.filterwarnings("ignore", message="You are using a local Base URL", category=UserWarning)
         logging.getLogger("httpx").setLevel(logging.WARNING)
-        quiet_atroposlib(_cli_flag("verbose"))  # its CLI's debug dump too, before any env exists
+        quiet_atroposlib(verbose)  # its CLI's debug dump too, before any env exists
         try:
             super().cli()
         except (SystemExit, KeyboardInterrupt):
@@ -189,6 +223,11 @@ class RubricEnv(RunApiClient, BaseEnv):
             server_configs = [server_configs]  # atroposlib would otherwise ignore base_url
         if config.group_size < 1:
             raise ValueError(f"group_size must be >= 1, got {config.group_size}")
+        if config.group_size == 1 and config.ensure_scores_are_not_same and _cli_mode() == "serve":
+            raise SystemExit(
+                "--env.group_size 1 can never give a group to train on: a group of one always has identical "
+                "scores (set --env.group_size 2 or more, or --env.ensure_scores_are_not_same false)"
+            )
         if config.use_wandb and not _cli_flag("use_wandb"):
             config.use_wandb = False
         if not config.wandb_name:
@@ -198,6 +237,8 @@ class RubricEnv(RunApiClient, BaseEnv):
         server_type = "vllm"
         if isinstance(server_configs, list) and server_configs:
             server_type = server_configs[0].server_type
+            if config.tokenizer_name == DEFAULT_MODEL and not _cli_given("tokenizer_name"):
+                config.tokenizer_name = server_configs[0].model_name  # the default follows the served model
             for sc in server_configs:
                 sc.api_key = sc.api_key or "x"
                 if sc.tokenizer_name in ("", "none"):
@@ -217,6 +258,9 @@ class RubricEnv(RunApiClient, BaseEnv):
         self.drops: Counter[str] = Counter()
         self.statuses: Counter[str] = Counter()
         self.groups_ok = 0
+        self.hopeless = ""  # set when no group can get through this configuration (see hopeless_run)
+        # process/evaluate honour --env.max_token_length when it is given (serve gets the trainer's)
+        self._process_len_limit = config.max_token_length if _cli_given("max_token_length") else -1
         self.inflight = 0
         self._trains = False  # serve/process: logprobs are sent/written, so their convention is checked
         self.watcher: InferenceWatcher | None = None
@@ -229,6 +273,10 @@ class RubricEnv(RunApiClient, BaseEnv):
         for server in self.server.servers:
             if hasattr(server, "config"):
                 await asyncio.to_thread(check_reachable, server)
+                if self.token_capable:
+                    await asyncio.to_thread(
+                        check_tokenizer, server, self.tokenizer, self.config.tokenizer_name
+                    )
         sampling_changes_logprobs = self.config.temperature != 1.0 or self.config.top_p != 1.0
         if self._trains and self.token_capable and sampling_changes_logprobs:
             for server in self.server.servers:
@@ -252,6 +300,10 @@ class RubricEnv(RunApiClient, BaseEnv):
             )
         else:
             self.rubric = self.task.rubric()
+        problem = await self.rubric.unavailable()
+        if problem:  # e.g. a judge endpoint that is down: no sample could be verified
+            hint = f" ({self.rubric_flags})" if self.rubric_flags else ""
+            raise SystemExit(f"{self.name or type(self).__name__}: the rubric cannot score: {problem}{hint}")
 
     def _load(self, split: Literal["train", "eval"], limit: int | None) -> list[Item]:
         items, errors = self.task.items(split)
@@ -348,7 +400,7 @@ class RubricEnv(RunApiClient, BaseEnv):
                 group_size=self.config.group_size,
                 training=training,
                 ensure_scores_differ=training and self.config.ensure_scores_are_not_same,
-                max_token_len=self.max_token_len if training else -1,
+                max_token_len=self.max_token_len if training else self._process_len_limit,
                 bos_token_id=self.tokenizer.bos_token_id,
                 eos_token_id=None,
             )
@@ -362,7 +414,12 @@ class RubricEnv(RunApiClient, BaseEnv):
                 outcome = finish_group(self, outcome, rollouts, results)
         if outcome.drop:
             self.drops[outcome.drop] += 1
-            log.warning("dropped group for item %s: %s (%s)", item.uid, outcome.drop, outcome.detail[:300])
+            if self.drops[outcome.drop] == 1:  # later ones are counted in the status line / summary
+                log.warning("dropped group for item %s: %s (%s); further %s drops are counted, not logged",
+                            item.uid, outcome.drop, outcome.detail[:300], outcome.drop)  # fmt: skip
+            else:
+                log.debug("dropped group for item %s: %s (%s)", item.uid, outcome.drop, outcome.detail[:300])
+            self.hopeless = self.hopeless or hopeless_run(self.drops, self.groups_ok, outcome.detail)
         else:
             self.groups_ok += 1
         return outcome
@@ -446,6 +503,22 @@ class RubricEnv(RunApiClient, BaseEnv):
     async def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
 
         return await run_evaluate(self)
+
+
+HOPELESS_AFTER = 20  # groups in a row dropped for one reason, none delivered, before a run stops
+
+
+def hopeless_run(drops: Counter[str], delivered: int, detail: str) -> str:
+    """Why the run must stop, or "": the first `HOPELESS_AFTER` groups were all dropped for the same
+    reason, and it is not one that better items can pass (identical scores on items that are too hard
+    or too easy is said in the status line instead)."""
+    if delivered or len(drops) != 1:
+        return ""
+    ((reason, count),) = drops.items()
+    if count < HOPELESS_AFTER or reason == DropReason.IDENTICAL:
+        return ""
+    return (f"the first {count} groups were all dropped ({reason}: {detail[:200]}); no group can get through "
+            "this configuration, stopping")  # fmt: skip
 
 
 def _one_line(exc: Exception) -> str:

@@ -55,6 +55,8 @@ async def run_process(env: RuntimeEnv) -> dict[str, Any]:
         async def one(uid: str, item: Any) -> None:
             async with slots.group():
                 outcome = await env.group_for(item, training=False)
+            if env.hopeless:
+                raise SystemExit(f"{env.name} process: {env.hopeless}")
             if outcome.group is not None:
                 group = outcome.group
                 writer.write(
@@ -63,9 +65,12 @@ async def run_process(env: RuntimeEnv) -> dict[str, Any]:
                 scores.extend(group["scores"])
             bar.update(1)
 
+        stopped = ""  # why the run ended early (a server down under on_server_down=stop, a hopeless run)
         try:
             with logging_redirect_tqdm():  # warnings (a server down) print above the bar, whole
                 await env.until_stopped(asyncio.gather(*(one(uid, item) for uid, item in todo)))
+        except SystemExit as exc:
+            stopped = str(exc.code)
         finally:
             bar.close()
             await env.close_rubric()
@@ -85,8 +90,17 @@ async def run_process(env: RuntimeEnv) -> dict[str, Any]:
         "jsonl": str(path),
         "html": str(html_path),
     }
+    if stopped:
+        summary["stopped"] = stopped
     Path(path).with_suffix(".summary.json").write_text(json.dumps(summary, indent=2))
     print_summary(f"{env.name} process", summary)
+    if stopped:
+        raise SystemExit(stopped)  # what was written is kept, with its summary and viewer
+    if todo and not env.groups_ok:  # a run that produced nothing says so and fails
+        raise SystemExit(
+            f"{env.name} process: no group was written (dropped: {dict(env.drops) or 'none'}; reward "
+            f"status: {dict(env.statuses) or 'none'}); see the first warning of each kind above"
+        )
     return summary
 
 

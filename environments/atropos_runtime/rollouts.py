@@ -135,14 +135,11 @@ def assemble_group(
         "ref_logprobs": None,
         "images": None,
     }
-    if training:
-        if not exact:
-            return GroupOutcome(None, DropReason.MALFORMED, "no token ids/logprobs from the server")
-        if max_token_len > 0 and any(len(t) >= max_token_len for t in group["tokens"]):
-            longest = max(len(t) for t in group["tokens"])
-            return GroupOutcome(
-                None, DropReason.TOO_LONG, f"{longest} tokens >= max_token_len {max_token_len}"
-            )
+    if training and not exact:
+        return GroupOutcome(None, DropReason.MALFORMED, "no token ids/logprobs from the server")
+    if exact and max_token_len > 0 and any(len(t) >= max_token_len for t in group["tokens"]):
+        longest = max(len(t) for t in group["tokens"])
+        return GroupOutcome(None, DropReason.TOO_LONG, f"{longest} tokens >= max_token_len {max_token_len}")
     if exact:
         problems = group_violations(
             group, max_token_len=max_token_len, bos_token_id=bos_token_id, eos_token_id=eos_token_id

@@ -4,8 +4,9 @@
 serve-mode methods (nothing in atroposlib is patched):
 
 * `register_env`: run-api not answering → one line "not answering (...); waiting for it to start";
-  run-api up but no trainer registered → one line saying so and what it waits for (a trainer's
-  `POST /register`), repeated every `status_every_s`; both give up after `trainer_wait_s`.
+  run-api up but no trainer started → one line saying so and what it waits for (a trainer's
+  `POST /register` and first `GET /batch`), repeated every `status_every_s`; both give up after
+  `trainer_wait_s`.
 * `get_status`: a run-api outage pauses rollouts with one line (not atroposlib's RetryError); a
   restarted run-api that no longer knows the env (HTTP 5xx) is registered with again. It polls on
   the keep-alive client (upstream opened a session and a connection on every serve-loop pass).
@@ -43,6 +44,9 @@ from environments.atropos_runtime.tls import verify_for
 log = logging.getLogger("rlvr")
 # what a run-api outage means for the env, whichever caller (status poll or a send) finds it first
 RUN_API_WAITS_FOR = "rollouts pause until it is back (scored groups are held, not dropped)"
+# run-api answers its small calls at once: 5 s without an answer is a hung server (a scored group's
+# POST gets longer, see _send_scored_data_to_api)
+RUN_API_TIMEOUT = httpx.Timeout(5.0, write=60.0)
 
 
 class RunApiClient:
@@ -54,6 +58,8 @@ class RunApiClient:
     watcher: Any
     env_id: Any
     drops: Any
+    groups_ok: int
+    hopeless: str
     _outage: Outage | None
     _last_summary: float
     _api_http: httpx.AsyncClient | None = None
@@ -65,8 +71,8 @@ class RunApiClient:
         loop = asyncio.get_running_loop()
         if self._api_http is None or self._api_http.is_closed or self._api_http_loop is not loop:
             url = self.config.rollout_server_url
-            self._api_http = httpx.AsyncClient(
-                timeout=30, trust_env=False, verify=verify_for(url, trust_env=False)
+            self._api_http = httpx.AsyncClient(  # a hung run-api is found in seconds, as a hung vLLM is
+                timeout=RUN_API_TIMEOUT, trust_env=False, verify=verify_for(url, trust_env=False)
             )
             self._api_http_loop = loop
         return self._api_http
@@ -120,8 +126,9 @@ class RunApiClient:
                 )
             if not announced or now - announced >= self.config.status_every_s:
                 log.warning(
-                    "run-api at %s is up but no trainer has registered (it answered %r); waiting for a "
-                    "trainer to POST /register (%.0fs of %.0fs)",
+                    "run-api at %s is up but takes no environment yet (it answered %r): it waits for a "
+                    "trainer to register (POST /register) and ask for its first batch (GET /batch); "
+                    "waiting (%.0fs of %.0fs)",
                     url,
                     data.get("status"),
                     wait_s - (deadline - now),
@@ -169,7 +176,7 @@ class RunApiClient:
         upstream opens an aiohttp session and a connection for it on every pass of the serve loop.
         An HTTP error status raises `httpx.HTTPStatusError`."""
         resp = await self._run_api_http().request(
-            "GET", f"{self.config.rollout_server_url}/status-env", json={"env_id": self.env_id}, timeout=30
+            "GET", f"{self.config.rollout_server_url}/status-env", json={"env_id": self.env_id}
         )
         resp.raise_for_status()
         self.status_dict = resp.json()
@@ -238,6 +245,8 @@ class RunApiClient:
         summary line every `status_every_s` (atroposlib's per-loop lines only with --env.verbose)."""
         if self.watcher is not None and self.watcher.stop_reason:
             raise SystemExit(self.watcher.stop_reason)
+        if self.hopeless:
+            raise SystemExit(f"serve: {self.hopeless}")
         await super().env_step_checks()
         now = time.monotonic()
         if now - self._last_summary >= self.config.status_every_s:
@@ -255,6 +264,13 @@ class RunApiClient:
                 self.inflight,
                 f"DOWN: {', '.join(down)}" if down else "up",
             )
+            if not self.groups_ok and set(self.drops) == {"identical_scores"}:
+                log.warning(
+                    "serve: all %d groups so far had identical scores (no learning signal): the items may "
+                    "be too hard or too easy for this model, or the model does not answer in the expected "
+                    "format (process a few groups to see its rewards)",
+                    self.drops["identical_scores"],
+                )
 
 
 class RunApiServerError(Exception):

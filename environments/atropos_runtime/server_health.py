@@ -46,6 +46,14 @@ def describe(exc: BaseException) -> str:
     """A short reason for a failed call: exception type and the first non-blank line of its message,
     else of its cause's or context's (httpx raises e.g. `ReadError('')` from `ReadError('')` when a
     kept-alive connection died with its server); the type alone when none has one."""
+    if isinstance(exc, httpx.TimeoutException):
+        what = {
+            httpx.ConnectTimeout: "no connection",
+            httpx.ReadTimeout: "connected, but no answer",
+            httpx.WriteTimeout: "connected, but the request could not be sent",
+            httpx.PoolTimeout: "no free connection",
+        }.get(type(exc), "no answer")
+        return f"{type(exc).__name__}: {what} within the timeout (a hung or overloaded server)"
     text = ""
     for source in (exc, exc.__cause__, exc.__context__):
         lines = (

@@ -170,7 +170,8 @@ def probe_url(server: APIServer) -> str:
 
 
 def check_reachable(server: APIServer, timeout_s: float = 15.0) -> None:
-    """Fail fast, in one line, when the inference server does not answer its probe URL."""
+    """Fail fast, in one line, when the inference server does not answer its probe URL, or lists its
+    models (OpenAI-style `/models`) and `--openai.model_name` is not among them."""
     config = server.config
     if not config.base_url:
         return
@@ -182,6 +183,50 @@ def check_reachable(server: APIServer, timeout_s: float = 15.0) -> None:
         raise SystemExit(f"cannot reach the inference server at {config.base_url}: {exc}") from None
     if response.status_code >= 400:
         raise SystemExit(f"inference server at {config.base_url} answered {response.status_code} to {url}")
+    served = served_models(response)
+    if served is not None and config.model_name not in served:
+        raise SystemExit(
+            f"the inference server at {config.base_url} does not serve model {config.model_name!r}; it serves "
+            f"{', '.join(repr(m) for m in served) or 'nothing'} (set --openai.model_name)"
+        )
+
+
+def served_models(response: httpx.Response) -> list[str] | None:
+    """The model ids of an OpenAI-style `/models` answer; None for any other answer."""
+    try:
+        data = response.json()["data"]
+        return [str(m["id"]) for m in data]
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+TOKENIZER_PROBE = "Tokenizer probe: 12+3=15; naïve café, 東京, <think> ok"
+
+
+def check_tokenizer(server: APIServer, tokenizer: Any, tokenizer_name: str, timeout_s: float = 15.0) -> None:
+    """Refuse, in one line, a local tokenizer that encodes differently from the served model: the
+    runtime builds prompts and reads sampled ids with it, so a mismatch trains on wrong text. Asks
+    vLLM's `/tokenize`; a server without it (404/405) is not checked."""
+    config = server.config
+    if not config.base_url or tokenizer is None:
+        return
+    url = config.base_url.rstrip("/").removesuffix("/v1") + "/tokenize"
+    headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
+    try:
+        response = httpx.post(url, json={"model": config.model_name, "prompt": TOKENIZER_PROBE},
+                              headers=headers, timeout=timeout_s, verify=verify_for(url))  # fmt: skip
+        theirs = response.json()["tokens"] if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        theirs = None
+    if theirs is None:
+        return
+    ours = list(tokenizer.encode(TOKENIZER_PROBE))
+    if ours != list(theirs):
+        raise SystemExit(
+            f"--env.tokenizer_name {tokenizer_name} does not match the model {config.model_name!r} served at "
+            f"{config.base_url}: a probe text encodes to {len(ours)} ids here ({ours[:6]}...) and {len(theirs)} "
+            f"there ({list(theirs)[:6]}...); use the served model's tokenizer"
+        )
 
 
 LogprobsMode = Literal["processed", "raw"]

@@ -222,7 +222,7 @@ async def endpoint_problem(endpoint: JudgeEndpoint, timeout_s: float = 3.0) -> s
             resp = await http.get(url)
     except httpx.HTTPError as exc:
         cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return f"judge endpoint {endpoint.base_url} is unreachable ({cause}); start it or set the judge URL"
+        return f"judge endpoint {endpoint.base_url} is unreachable ({cause})"
     if resp.status_code in (401, 403):
         return f"judge endpoint {endpoint.base_url} refused the API key (HTTP {resp.status_code}; ${endpoint.api_key_env})"
     if resp.status_code >= 500:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import httpx
 import pytest
 from atroposlib.envs.server_handling.openai_server import OpenAIServer
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 
 from environments.atropos_runtime.local_model import free_port
-from environments.atropos_runtime.server_health import InferenceWatcher, within
+from environments.atropos_runtime.server_health import InferenceWatcher, describe, within
 
 
 def dead_server() -> OpenAIServer:
@@ -50,10 +51,6 @@ async def test_stop_policy_sets_the_reason_naming_the_url():
 
 
 def test_describe_finds_a_reason_along_the_cause_chain_or_names_the_type():
-    import httpx
-
-    from environments.atropos_runtime.server_health import describe
-
     def chained(outer: BaseException, inner: BaseException) -> BaseException:
         try:
             try:
@@ -75,3 +72,11 @@ def test_describe_finds_a_reason_along_the_cause_chain_or_names_the_type():
             raise KeyError() from None  # noqa: B904 - the context is kept, the cause is not
     except KeyError as exc:
         assert describe(exc) == "KeyError: the context"
+
+
+def test_a_timeout_is_described_in_words():
+    """A hung server (accepts, never answers) is said to be one, not shown as a bare TimeoutError."""
+    assert describe(httpx.ReadTimeout("")) == (
+        "ReadTimeout: connected, but no answer within the timeout (a hung or overloaded server)"
+    )
+    assert describe(httpx.ConnectTimeout("")).startswith("ConnectTimeout: no connection within the timeout")
