@@ -59,7 +59,7 @@ from environments.atropos_runtime.rollouts import DropReason, GroupOutcome, asse
 from environments.atropos_runtime.sampling_slots import sampling_done
 from environments.atropos_runtime.serve_api import RunApiClient, quiet_atroposlib
 from environments.atropos_runtime.serve_loop import run_serve
-from environments.atropos_runtime.server_health import InferenceWatcher, OnDown, Outage
+from environments.atropos_runtime.server_health import InferenceWatcher, OnDown, Outage, describe, unwrap
 from environments.atropos_runtime.servers import (
     TOKEN_CAPABLE,
     LogprobsMode,
@@ -371,7 +371,7 @@ class RubricEnv(RunApiClient, BaseEnv):
                     None, "timeout", f"inference took longer than {self.config.request_timeout_s}s"
                 )
             except Exception as exc:  # noqa: BLE001 - one failing group must not end the run
-                failed = GroupOutcome(None, "error", f"{type(exc).__name__}: {exc}")
+                failed = GroupOutcome(None, "error", describe(unwrap(exc)))  # the cause, not a RetryError
             watcher = self.watcher
             if watcher is None:
                 return failed

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from environments.atropos_runtime.rollouts import Rollout
+from environments.atropos_runtime.server_health import describe, unwrap
 from environments.atropos_runtime.turn_tokens import ChatTokens, Segment, assemble, segment_violations
 from environments.task import Item, Task
 from rubrics.core import RewardResult, Rubric, Sample, Status
@@ -330,7 +331,7 @@ class EpisodeRunner:
         what = (
             f"inference took longer than {self.request_timeout_s}s"
             if timeout
-            else f"inference failed: {type(exc).__name__}: {exc}"
+            else f"inference failed: {describe(unwrap(exc))}"  # the server's own words, not a retry wrapper
         )
         ep.stop_reason, ep.result = "inference_error", RewardResult.unverified(status, what)
         self.stops[ep.stop_reason] += 1

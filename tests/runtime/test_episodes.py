@@ -186,6 +186,17 @@ async def test_inference_outage_mid_episode_is_unverified_not_zero(tiny, policy)
     await env.close_rubric()
 
 
+async def test_an_inference_error_mid_episode_is_reported_in_the_servers_words(tiny, policy):
+    env = make_env(tiny, policy, max_turns=3, request_timeout_s=120.0)
+    await env.setup()
+    policy.fail_when = lambda text: "higher" in text  # turn 2: HTTP 500 {"error": "scripted outage"}
+    _rollouts, results = await env.rollout_and_score(target(env, "8"), 1)
+    (result,) = results
+    assert result.score is None and result.reason.startswith("inference failed: InferenceError: "), result.reason
+    assert "500" in result.reason and "scripted outage" in result.reason and "RetryError" not in result.reason
+    await env.close_rubric()
+
+
 async def test_process_writes_every_turn_and_evaluate_reports_turns(tiny, tok, policy, tmp_path):
     from environments.atropos_runtime.modes import run_evaluate, run_process
 
