@@ -177,6 +177,7 @@ class RubricEnv(RunApiClient, BaseEnv):
         rich.reconfigure(quiet=not verbose)  # atroposlib's ~85-line config dump (rich.print) only with it
         # setup() checks the inference server itself, in one line if it is not there
         warnings.filterwarnings("ignore", message="You are using a local Base URL", category=UserWarning)
+        logging.captureWarnings(True)  # through logging, so process's progress bar stays whole
         logging.getLogger("httpx").setLevel(logging.WARNING)
         quiet_atroposlib(verbose)  # its CLI's debug dump too, before any env exists
         try:
