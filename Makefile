@@ -15,7 +15,7 @@ $(VENV)/.installed: pyproject.toml scripts/install.sh
 	touch $@
 
 host:  ## system services the sandbox tests need (bubblewrap, dockerd); idempotent, root only
-	@if [ -x scripts/ci_host_setup.sh ]; then bash scripts/ci_host_setup.sh; fi
+	@if [ -x scripts/ci_host_setup.sh ]; then RLVR_PYTHON=$(PY) bash scripts/ci_host_setup.sh; fi
 
 demo: setup
 	$(PY) -m environments.atropos_runtime.demo $(ARGS)

@@ -25,6 +25,7 @@ import threading
 from collections import deque
 from concurrent.futures import Future
 
+from sandbox.backend import warm_slots
 from sandbox.core import ExecResult, Job, SandboxError
 
 
@@ -51,8 +52,6 @@ class WarmBorrowing:
 
     def _warm_all(self) -> Future[None]:
         """Have every slot thread of `_pool` run `_warm_slot` once (`warm_slots`)."""
-        from sandbox.bwrap import warm_slots
-
         return warm_slots(self._pool, self.config.slots, self._warm_slot)
 
     async def warm_up(self) -> None:

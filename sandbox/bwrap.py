@@ -21,62 +21,35 @@ sandbox) never runs on the caller's event loop.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import posixpath
 import shutil
-import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from queue import SimpleQueue
 
-from sandbox import _proc, seccomp
+from sandbox import _proc, seccomp, staging
+from sandbox.backend import (
+    PRELOAD,
+    SCRATCH,
+    SlotResults,
+    _as_bytes,
+    _one_line,
+    _validate_rel,
+    job_env,
+    python_problem,
+    sandbox_python,
+)
 from sandbox.borrow import WarmBorrowing
 from sandbox.cgroups import CgroupError, CgroupSet, Slot
-from sandbox.core import ExecResult, Job, LimitHit, Limits, SandboxError, SandboxUnavailable, default_slots
+from sandbox.core import ExecResult, Job, Limits, SandboxError, SandboxUnavailable, default_slots
+from sandbox.pool import Worker, job_plan
 
-SCRATCH = "/tmp"
-START_BARRIER_S = 60.0  # how long `warm_slots` waits for every slot thread to be free
-BASE_ENV = {
-    "PATH": "/usr/local/bin:/usr/bin:/bin",
-    "HOME": SCRATCH,
-    "TMPDIR": SCRATCH,
-    "LANG": "C.UTF-8",
-    "PYTHONDONTWRITEBYTECODE": "1",
-}
-# Modules the warm worker imports once. Not `threading` or `random` (or `statistics`, which imports
-# random): their at-fork hooks cost ~0.2-0.3 ms in every forked job; a job that needs them imports them.
-PRELOAD = (
-    "abc",
-    "array",
-    "ast",
-    "bisect",
-    "collections",
-    "contextlib",
-    "copy",
-    "dataclasses",
-    "decimal",
-    "enum",
-    "fractions",
-    "functools",
-    "heapq",
-    "io",
-    "itertools",
-    "json",
-    "math",
-    "operator",
-    "re",
-    "runpy",
-    "string",
-    "sys",
-    "textwrap",
-    "traceback",
-    "types",
-    "typing",
-)
+PROBE_WALL_S = 60.0  # a probe job's wall limit (generous: the host may be busy)
 
 
 @dataclass(frozen=True)
@@ -90,148 +63,11 @@ class BwrapConfig:
     gid: int = 65534
     cgroups: str = "auto"  # "auto" (use when possible), "required" (else unavailable), "off"
     bwrap: str = "bwrap"
-    python: str = "/usr/bin/python3"  # interpreter inside the sandbox (from the read-only /usr)
+    # interpreter inside the sandbox, from the read-only host /usr (`sandbox.backend.sandbox_python`)
+    python: str = field(default_factory=sandbox_python)
     preload: tuple[str, ...] = PRELOAD  # modules the warm worker imports once
     shm_mb: int = 16
     worker_overhead_mb: int = 96  # memory allowance for the warm worker on top of the job's limit
-
-
-def _validate_rel(path: str) -> str:
-    norm = posixpath.normpath(path)
-    if not path or path.startswith("/") or norm.startswith("..") or norm in (".", "") or "\0" in path:
-        raise ValueError(f"job file path must be relative and stay inside the scratch dir: {path!r}")
-    return norm
-
-
-def _as_bytes(content: str | bytes) -> bytes:
-    return content.encode() if isinstance(content, str) else bytes(content)
-
-
-def job_env(job: Job) -> dict[str, str]:
-    env = dict(BASE_ENV)
-    for k, v in job.env.items():
-        if not k or "=" in k or "\0" in k or "\0" in v:
-            raise ValueError(f"bad environment variable {k!r}")
-        env[k] = v
-    return env
-
-
-def classify(
-    reason: str,
-    exit_code: int | None,
-    sig: int | None,
-    stderr: bytes,
-    oom: bool,
-    pids_hit: bool,
-    cpu_s: float = 0.0,
-    cpu_limit_s: float = float("inf"),
-    wall_s: float = 0.0,
-) -> LimitHit:
-    """Which limit ended the job. Exit codes and signals decide; stderr only names the errno."""
-    if reason == "timeout":
-        return LimitHit.WALL_TIME
-    if reason == "output":
-        return LimitHit.OUTPUT
-    if oom:
-        return LimitHit.MEMORY
-    if sig == signal.SIGXCPU or (sig == signal.SIGKILL and max(cpu_s, wall_s) >= cpu_limit_s - 0.05):
-        # a pid-1 job ignores SIGXCPU and gets SIGKILL at the hard limit; the launcher's rusage may miss
-        # its CPU time, and nothing else SIGKILLs without a timeout/OOM, so wall >= limit is the fallback
-        return LimitHit.CPU_TIME
-    if sig == signal.SIGXFSZ:
-        return LimitHit.FILE_SIZE
-    if exit_code not in (0, None):
-        tail = stderr[-2048:]
-        if b"MemoryError" in tail:
-            return LimitHit.MEMORY
-        if b"[Errno 27] File too large" in tail or b"[Errno 28] No space left" in tail:
-            return LimitHit.FILE_SIZE
-        if pids_hit or b"[Errno 11] Resource temporarily unavailable" in tail:
-            return LimitHit.PROCESSES
-    return LimitHit.NONE
-
-
-def warm_slots(pool: ThreadPoolExecutor, slots: int, warm: Callable[[], None]) -> Future[None]:
-    """Run `warm` once on EVERY slot thread of `pool` (a slot's worker is started only by its own
-    thread): each call waits at a barrier until all `slots` threads hold one, so no thread takes two.
-    The future is done when all are warm (the first failure, if any, is its exception)."""
-    barrier = threading.Barrier(slots)
-
-    def one() -> None:
-        barrier.wait(START_BARRIER_S)
-        warm()
-
-    futures = [pool.submit(one) for _ in range(slots)]
-    done: Future[None] = Future()
-
-    lock = threading.Lock()
-
-    def settle(_: Future) -> None:
-        with lock:
-            if all(f.done() for f in futures) and not done.done():
-                errors = [f.exception() for f in futures if f.exception() is not None]
-                done.set_exception(errors[0]) if errors else done.set_result(None)
-
-    for f in futures:
-        f.add_done_callback(settle)
-    return done
-
-
-class SlotResults:
-    """Per-job limit bookkeeping and `ExecResult` assembly shared by the backends."""
-
-    name = ""
-
-    def _prepare_slot(
-        self, slot: Slot | None, limits: Limits, memory_mb: int, extra_pids: int = 1
-    ) -> tuple[int, int]:
-        """Set the slot's limits for this job. pids.max counts the job's processes plus the launcher
-        (bwrap), `extra_pids` more (a warm worker), and on v1 the slot thread itself."""
-        if slot is None or slot.version == "none":
-            return 0, 0
-        overhead = extra_pids + (1 if slot.version == "v1" and slot.holds_thread else 0)
-        slot.set_limits(memory_mb, limits.processes + overhead)
-        return slot.counters()
-
-    def _result(
-        self,
-        cap,
-        slot,
-        reason,
-        exit_code,
-        sig,
-        oom0,
-        pids0,
-        wall,
-        cpu,
-        cpu_limit,
-        peak=None,
-        sweep=True,
-        refresh=True,
-    ) -> ExecResult:
-        """`refresh=False`: the caller has just refreshed the slot's counters (one read per job)."""
-        oom = pids_hit = False
-        if slot is not None and slot.version != "none":
-            if sweep:
-                slot.kill_all()  # one-shot safety net (the pid namespace is already gone)
-            oom_now, pids_now = slot.counters(refresh=refresh)
-            oom, pids_hit = oom_now > oom0, pids_now > pids0
-        stderr = bytes(cap.data["stderr"])
-        return ExecResult(
-            exit_code=exit_code,
-            signal=sig,
-            stdout=bytes(cap.data["stdout"]),
-            stderr=stderr,
-            stdout_truncated=cap.truncated["stdout"],
-            stderr_truncated=cap.truncated["stderr"],
-            wall_time_s=wall,
-            cpu_time_s=cpu,
-            peak_memory_mb=peak,
-            limit_hit=classify(reason, exit_code, sig, stderr, oom, pids_hit, cpu, cpu_limit, wall),
-            backend=self.name,
-            channel=bytes(cap.data.get("channel", b"")),
-            channel_truncated=cap.truncated.get("channel", False),
-        )
 
 
 class BwrapSandbox(WarmBorrowing, SlotResults):
@@ -243,7 +79,9 @@ class BwrapSandbox(WarmBorrowing, SlotResults):
         self.config = cfg = config or BwrapConfig()
         self._root = os.geteuid() == 0
         if shutil.which(cfg.bwrap) is None:
-            raise SandboxUnavailable(f"bubblewrap not found ({cfg.bwrap!r}); apt-get install -y bubblewrap")
+            raise SandboxUnavailable(
+                f"bubblewrap not found ({cfg.bwrap!r}); fix: apt-get install -y bubblewrap"
+            )
         self.cgroups: CgroupSet | None = None
         self.notes: list[str] = []
         if cfg.cgroups != "off":
@@ -303,8 +141,6 @@ class BwrapSandbox(WarmBorrowing, SlotResults):
                 w.ensure()
 
     def _worker(self):
-        from sandbox.pool import Worker
-
         w = self._local.worker
         if w is None:
             w = self._local.worker = Worker(self, self._local.slot)
@@ -313,8 +149,6 @@ class BwrapSandbox(WarmBorrowing, SlotResults):
         return w
 
     def _run_blocking(self, job: Job) -> ExecResult:
-        from sandbox.pool import job_plan
-
         self.stats["jobs"] += 1
         if self.config.warm_pool and not job.limits.network:
             plan = job_plan(job, self.config.python)
@@ -326,8 +160,6 @@ class BwrapSandbox(WarmBorrowing, SlotResults):
         return self._run_oneshot(job)
 
     def _borrow_plan(self, job: Job) -> dict | None:
-        from sandbox.pool import job_plan
-
         if not self.config.warm_pool or job.limits.network:
             return None
         return job_plan(job, self.config.python)
@@ -475,12 +307,87 @@ class BwrapSandbox(WarmBorrowing, SlotResults):
 
     # ---------------------------------------------------------------- probe
     def _probe(self) -> str | None:
-        """Run a trivial command in the real sandbox once; return why it cannot work, or None."""
-        job = Job(command=("/bin/sh", "-c", "exit 7"), limits=Limits(wall_time_s=10))
+        """Run a shell command, then a Python job (through a warm worker when the pool is on) in the
+        real sandbox; return why jobs cannot run here, one line with the fix, or None."""
+        problem = python_problem(self.config.python)
+        if problem:
+            return problem
+        limits = Limits(wall_time_s=PROBE_WALL_S)
         try:
-            res = self._pool.submit(self._run_oneshot, job).result()
+            res = self._pool.submit(
+                self._run_oneshot, Job(("/bin/sh", "-c", "exit 7"), limits=limits)
+            ).result()
         except (SandboxError, OSError, subprocess.SubprocessError) as e:
-            return f"bubblewrap cannot create a sandbox here: {e}"
+            return _with_fix(f"bubblewrap cannot create a sandbox here: {e}")
         if res.exit_code != 7:
-            return f"bubblewrap probe failed (exit {res.exit_code}): {res.stderr[-300:]!r}"
+            return _with_fix(f"bubblewrap probe failed (exit {res.exit_code}): {res.stderr[-300:]!r}")
+        job = Job((self.config.python, "-c", "print(6*7)"), limits=limits)
+        try:
+            res = self._pool.submit(self._probe_python, job).result()
+        except (SandboxError, OSError, subprocess.SubprocessError) as e:
+            return _one_line(f"bubblewrap runs commands but not a Python job: {e}")
+        if res.stdout.strip() != b"42":
+            return _one_line(
+                f"{self.config.python} failed in the sandbox (exit {res.exit_code}, limit "
+                f"{res.limit_hit.value}): {res.stderr[-300:]!r}"
+            )
         return None
+
+    def _probe_python(self, job: Job) -> ExecResult:
+        """On a slot thread: run `job` as a caller's would be (a warm worker when the pool is on),
+        then stop that worker again and zero the stats: a pool starts workers on first use or
+        `warm_up()`, and counts only the caller's jobs."""
+        try:
+            return self._run_blocking(job)
+        finally:
+            w = self._local.worker
+            if w is not None:
+                with w.lock:
+                    w.stop()
+            self.stats.update(dict.fromkeys(self.stats, 0))
+
+    def in_sandbox_mounts(self, owned: list[int]) -> list[str]:
+        """bwrap options that put the in-sandbox files (`sandbox.staging`) at their `DEST` without
+        the sandbox's uid reading the install path: memfds, or the staged copy on an old bwrap."""
+        if _has_bind_data(self.config.bwrap):
+            return staging.bind_data_args(owned)
+        root = staging.staged_dir()
+        mounts: list[str] = []
+        for name in staging.IN_SANDBOX:
+            mounts += ["--ro-bind", f"{root}/{name}", staging.dest(name)]
+        return mounts
+
+
+@functools.cache
+def _has_bind_data(bwrap: str) -> bool:
+    """Whether this bubblewrap has `--ro-bind-data` (0.5 and later)."""
+    try:
+        out = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "--ro-bind-data" in out.stdout + out.stderr
+
+
+# bubblewrap's words for "no user namespaces here" and the fix (one line each)
+_USERNS_FIX = (
+    "enable unprivileged user namespaces (sysctl -w kernel.unprivileged_userns_clone=1; on Ubuntu "
+    "24.04+ also kernel.apparmor_restrict_unprivileged_userns=0); inside a container, run it with "
+    "--security-opt seccomp=unconfined --security-opt apparmor=unconfined (or use the docker backend)"
+)
+_FIXES = (
+    ("creating new namespace", _USERNS_FIX),
+    ("uid map", _USERNS_FIX),
+    ("new namespace failed", _USERNS_FIX),
+    (
+        "Can't mount proc",
+        "the container hides /proc from new namespaces: run it with --privileged or "
+        "--security-opt systempaths=unconfined (or use the docker backend)",
+    ),
+    ("Permission denied", "the sandbox's uid cannot read a path it needs: report this as a bug"),
+)
+
+
+def _with_fix(reason: str) -> str:
+    """`reason` on one line, with the fix for a failure bubblewrap is known to report."""
+    fix = next((f for needle, f in _FIXES if needle.lower() in reason.lower()), None)
+    return _one_line(f"{reason}; fix: {fix}" if fix else reason)

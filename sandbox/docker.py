@@ -16,9 +16,12 @@ Wall time and output caps: the host kills the container (force remove) and a new
 next job. Cleanup: every container carries labels with this process's host name and pid;
 `close()` removes ours, and containers of dead owners are swept at start (`sweep_containers`).
 
-Images: `scripts/ci_host_setup.sh` imports a registry-free image (empty rootfs, host /usr mounted
-read-only at run time). With a registry, build `docker/Dockerfile` and set
-`DockerConfig(image=..., mount_host_usr=False, python="/usr/local/bin/python3")`.
+Images: `python -m sandbox build-image` imports a registry-free image from the installed package
+(`sandbox.image`: empty rootfs, host /usr mounted read-only at run time). With a registry, build the
+Dockerfile that `python -m sandbox build-image --dockerfile` prints and set
+`DockerConfig(image=..., mount_host_usr=False, python="/usr/local/bin/python3")`. The worker and
+the harness are never in the image nor read from the install path: a staged copy is mounted
+(`sandbox.staging`).
 """
 
 from __future__ import annotations
@@ -33,13 +36,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from queue import SimpleQueue
 
-from sandbox import _proc, seccomp
+from sandbox import _proc, seccomp, staging
+from sandbox.backend import PRELOAD, SlotResults, _one_line, python_problem, sandbox_python
 from sandbox.borrow import WarmBorrowing
-from sandbox.bwrap import PRELOAD, SlotResults
 from sandbox.cgroups import ROOT, Slot, _pid_alive
 from sandbox.core import ExecResult, Job, Limits, SandboxError, SandboxUnavailable, default_slots
-from sandbox.harness import RUNNER_SRC
-from sandbox.pool import RUNNER_DST, WORKER_DST, WORKER_SRC, Worker, job_plan
+from sandbox.image import host_lib_dirs
+from sandbox.pool import WORKER_DST, Worker, job_plan
 
 LABEL = "rlvr-sandbox"
 OWNER_LABEL = "rlvr-sandbox.owner"
@@ -53,7 +56,7 @@ class DockerConfig:
     slots: int = field(default_factory=default_slots)  # warm containers = concurrent jobs (CPUs + 1)
     image: str = "rlvr-sandbox:local"
     mount_host_usr: bool = True  # the local image has no userland: bind the host's /usr read-only
-    python: str = "/usr/bin/python3"
+    python: str = field(default_factory=sandbox_python)  # from the host /usr unless mount_host_usr=False
     memory_mb: int = 1024
     pids: int = 64
     cpus: float = 1.0
@@ -128,13 +131,13 @@ class DockerWorker(Worker):
             os.chmod(path, 0o666)  # the dir is 0700 root: only the bind mount reaches it
             listener.listen(1)
             listener.settimeout(cfg.start_timeout_s)
-            volumes = {
-                WORKER_SRC: {"bind": WORKER_DST, "mode": "ro"},
-                RUNNER_SRC: {"bind": RUNNER_DST, "mode": "ro"},
-                path: {"bind": CTL_DST, "mode": "rw"},
-            }
+            # the in-sandbox files from a copy any uid may read, never from the install path
+            staged = staging.staged_dir()
+            volumes = {f"{staged}/{n}": {"bind": staging.dest(n), "mode": "ro"} for n in staging.IN_SANDBOX}
+            volumes[path] = {"bind": CTL_DST, "mode": "rw"}
             if cfg.mount_host_usr:
-                volumes["/usr"] = {"bind": "/usr", "mode": "ro"}
+                for d in ["/usr", *host_lib_dirs()]:
+                    volumes[d] = {"bind": d, "mode": "ro"}
             self.container = box.client.containers.run(
                 cfg.image,
                 [cfg.python, "-I", WORKER_DST, CTL_DST, ",".join(cfg.preload), box.filter_hex],
@@ -199,16 +202,23 @@ class DockerSandbox(WarmBorrowing, SlotResults):
             self.client = docker.DockerClient(base_url=cfg.base_url) if cfg.base_url else docker.from_env()
             self.client.ping()
         except Exception as e:
-            raise SandboxUnavailable(
-                f"no Docker engine answers ({e}); scripts/ci_host_setup.sh starts one"
-            ) from e
+            fix = (
+                "add this user to the docker group (or run as root)"
+                if "ermission denied" in str(e)
+                else "start dockerd (e.g. `dockerd &`, or `systemctl start docker`)"
+            )
+            raise SandboxUnavailable(_one_line(f"no Docker engine answers ({e}); fix: {fix}")) from e
         try:
             self.client.images.get(cfg.image)
         except Exception as e:
             raise SandboxUnavailable(
-                f"image {cfg.image!r} not found ({type(e).__name__}); build it with scripts/ci_host_setup.sh "
-                "or docker/Dockerfile"
+                f"image {cfg.image!r} not found ({type(e).__name__}); fix: python -m sandbox build-image "
+                f"--tag {cfg.image} (offline, no registry)"
             ) from e
+        if cfg.mount_host_usr:
+            problem = python_problem(cfg.python)
+            if problem:
+                raise SandboxUnavailable(problem)
         sweep_containers(self.client)
         program = seccomp.program()
         self.filter_hex = program.hex() if program else ""  # the worker installs it on itself
@@ -230,6 +240,25 @@ class DockerSandbox(WarmBorrowing, SlotResults):
         self._closed = False
         self._init_borrowing()
         self.stats = {"jobs": 0, "pool_jobs": 0, "worker_starts": 0, "worker_recycles": 0}
+        reason = self._probe()
+        if reason:
+            self._shutdown()
+            raise SandboxUnavailable(reason)
+
+    def _probe(self) -> str | None:
+        """Run a Python job in a warm container once (it stays warm); why it cannot, or None."""
+        job = Job((self.config.python, "-c", "print(6*7)"), limits=Limits(wall_time_s=60.0))
+        try:
+            res = self._pool.submit(self._run_blocking, job).result()
+        except Exception as e:  # noqa: BLE001 - any failure means: no job runs here
+            return _one_line(f"a docker sandbox job failed to start: {type(e).__name__}: {e}")
+        if res.stdout.strip() != b"42":
+            return _one_line(
+                f"{self.config.python} failed in a docker sandbox (exit {res.exit_code}, limit "
+                f"{res.limit_hit.value}): {res.stderr[-300:]!r}"
+            )
+        self.stats.update(jobs=0, pool_jobs=0)  # count the caller's jobs only
+        return None
 
     # ------------------------------------------------------------ public API
     def submit(self, job: Job) -> Future[ExecResult]:

@@ -19,10 +19,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from sandbox import staging
 from sandbox.core import Job, Limits
 
-RUNNER_SRC = str(Path(__file__).with_name("runner.py"))
-RUNNER = Path(RUNNER_SRC).read_text(encoding="utf-8")
+RUNNER_SRC = str(staging.PACKAGE_DIR / staging.IN_SANDBOX["runner.py"])
+RUNNER = staging.payload()["runner.py"].decode("utf-8")
 STUB = (
     "import os, sys\n"
     "sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))\n"

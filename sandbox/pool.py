@@ -26,18 +26,16 @@ import socket
 import threading
 import time
 from concurrent.futures import Future
-from pathlib import Path
 
-from sandbox import _proc
+from sandbox import _proc, staging
+from sandbox.backend import SlotResults, _as_bytes, _validate_rel, job_env
 from sandbox.borrow import NeedsSlotThread
-from sandbox.bwrap import BwrapSandbox, _as_bytes, _validate_rel, job_env
 from sandbox.cgroups import Slot
 from sandbox.core import ExecResult, Job, Limits, SandboxError
-from sandbox.harness import RUNNER_SRC, harness_spec
+from sandbox.harness import harness_spec
 
-WORKER_SRC = str(Path(__file__).with_name("_worker.py"))
-WORKER_DST = "/run/rlvr/worker.py"
-RUNNER_DST = "/run/rlvr/runner.py"  # the worker imports the trusted harness from next to itself
+WORKER_SRC = str(staging.PACKAGE_DIR / staging.IN_SANDBOX["worker.py"])  # the host's copy (benchmarks)
+WORKER_DST = staging.dest("worker.py")  # the worker imports the trusted harness from next to itself
 FLAGS = {"-u": "unbuffered", "-I": "isolated", "-B": None, "-E": None, "-s": None, "-S": None, "-q": None}
 START_TIMEOUT_S = 20.0
 
@@ -92,7 +90,7 @@ class Worker:
 
     extra_pids = 2  # processes in the slot besides the job: the launcher (bwrap) and the worker
 
-    def __init__(self, box: BwrapSandbox, slot: Slot | None):
+    def __init__(self, box: SlotResults, slot: Slot | None):
         self.box = box
         self.slot = slot
         self.proc = None
@@ -136,14 +134,23 @@ class Worker:
         self.err_fd = _proc.memfd_with(b"", "worker-stderr")
         limits = Limits(scratch_mb=scratch_mb)
         sc_fd = box.seccomp_fd()
-        mounts = ["--ro-bind", WORKER_SRC, WORKER_DST, "--ro-bind", RUNNER_SRC, RUNNER_DST]
+        data_fds: list[int] = []  # the in-sandbox files, handed over (`sandbox.staging`)
+        try:
+            mounts = box.in_sandbox_mounts(data_fds)
+        except BaseException:
+            for fd in (inside_fd, sc_fd, *data_fds):
+                if fd is not None:
+                    os.close(fd)
+            host.close()
+            raise
         argv = box.bwrap_argv(limits, extra=mounts, seccomp_fd=sc_fd)
         argv += ["--", cfg.python, "-I", WORKER_DST, "3", ",".join(cfg.preload)]
         # the worker keeps no limits a job would need to raise; each job lowers its own after fork
         rl = [(r, v) for r, v in _proc.job_rlimits(limits, None) if r in _worker_rlimits()]
         if box.cgroups is None:
             rl.append((_proc.resource.RLIMIT_NPROC, cfg.slots * (64 + 8)))
-        pre = box.preexec(self.slot, rl, keep=[sc_fd] if sc_fd is not None else [], channel_w=inside_fd)
+        keep = ([sc_fd] if sc_fd is not None else []) + data_fds
+        pre = box.preexec(self.slot, rl, keep=keep, channel_w=inside_fd)
         if self.slot is not None and self.slot.version != "none":
             self.slot.set_limits(cfg.worker_overhead_mb + scratch_mb + 64, 64)
         null = os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)
@@ -155,8 +162,9 @@ class Worker:
         finally:
             os.close(inside_fd)
             os.close(null)
-            if sc_fd is not None:
-                os.close(sc_fd)
+            for fd in (sc_fd, *data_fds):
+                if fd is not None:
+                    os.close(fd)
         return host
 
     def stderr_tail(self) -> bytes:

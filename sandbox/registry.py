@@ -6,8 +6,11 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import logging
+import threading
+from collections.abc import Callable
 from typing import Any
 
+from sandbox.backend import _one_line
 from sandbox.core import ExecResult, Job, Limits, Sandbox, SandboxUnavailable
 
 log = logging.getLogger(__name__)
@@ -35,12 +38,23 @@ def _make(name: str, *, strict: bool = True, **options: Any) -> Sandbox:
     return sandbox_cls(config_cls(**options))
 
 
+# "auto": which backend ran a job here, per option set (probed once per process); see `get_sandbox`
+_AUTO: dict[tuple, tuple[str, tuple[str, ...]]] = {}
+_AUTO_LOCK = threading.Lock()
+
+
 def get_sandbox(name: str = "auto", **options: Any) -> Sandbox:
-    """Build the named backend, or for "auto" the first that works here (bwrap, then docker).
+    """Build the named backend, or for "auto" the first backend that runs a job here.
+
+    Building a backend probes it with a real Python job (bwrap: a shell and a Python job in a warm
+    worker; Docker: a Python job in a warm container), so a backend that is built can run jobs.
+    "auto" tries bwrap, then docker, once per process and option set, and caches the answer: later
+    calls build the chosen one directly. Which one was chosen and why the others were skipped is
+    logged and appended to the sandbox's `notes` (shown by its `describe()`).
 
     Options are the fields of `BwrapConfig` / `DockerConfig`; with "auto" each backend takes the
     ones it knows. Raises `SandboxUnavailable` listing why each candidate failed; never falls back
-    to running unsandboxed. The chosen backend's `name` says which one you got (also logged).
+    to running unsandboxed.
     """
     if name != "auto":
         return _make(name, **options)
@@ -48,16 +62,40 @@ def get_sandbox(name: str = "auto", **options: Any) -> Sandbox:
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown sandbox options: {sorted(unknown)}")
-    reasons = []
-    for candidate in BACKENDS:
-        try:
-            sb = _make(candidate, strict=False, **options)
-        except SandboxUnavailable as e:
-            reasons.append(f"{candidate}: {e}")
-            continue
-        log.info("sandbox: using %s", sb.describe() if hasattr(sb, "describe") else sb.name)
-        return sb
-    raise SandboxUnavailable("no sandbox backend works here: " + "; ".join(reasons))
+    key = tuple(sorted((k, repr(v)) for k, v in options.items()))
+    with _AUTO_LOCK:  # one probe at a time: concurrent first calls must not race to start pools
+        cached = _AUTO.get(key)
+        if cached is not None:
+            chosen, skipped = cached
+            try:
+                return _noted(_make(chosen, strict=False, **options), skipped, cached=True)
+            except SandboxUnavailable as e:  # it worked before; say what changed, then probe afresh
+                log.warning("sandbox: %s stopped working (%s); probing the backends again", chosen, e)
+                del _AUTO[key]
+        reasons = []
+        for candidate in BACKENDS:
+            try:
+                sb = _make(candidate, strict=False, **options)
+            except SandboxUnavailable as e:
+                reasons.append(f"{candidate}: {e}")
+                continue
+            _AUTO[key] = (candidate, tuple(reasons))
+            return _noted(sb, tuple(reasons), cached=False)
+    raise SandboxUnavailable("no sandbox backend runs a job here: " + "; ".join(reasons))
+
+
+def _noted(sb: Sandbox, skipped: tuple[str, ...], *, cached: bool) -> Sandbox:
+    """Record on `sb` (and in the log) why "auto" chose it."""
+    why = (
+        f"auto: chose {sb.name}"
+        + (" (cached)" if cached else "")
+        + "".join(f"; skipped {r}" for r in skipped)
+    )
+    notes = getattr(sb, "notes", None)
+    if isinstance(notes, list):
+        notes.append(why)
+    log.info("sandbox: %s", sb.describe() if hasattr(sb, "describe") else why)
+    return sb
 
 
 def run_sync(sandbox: Sandbox, job: Job) -> ExecResult:
@@ -69,22 +107,26 @@ def run_sync(sandbox: Sandbox, job: Job) -> ExecResult:
         return ex.submit(asyncio.run, sandbox.run(job)).result()
 
 
-def check() -> dict[str, str]:
-    """Try every backend with a trivial job; map name -> 'ok: ...' or the reason it is unavailable."""
+def check(progress: Callable[[str], None] | None = None) -> dict[str, str]:
+    """Build every backend with the pools' default configuration (so the slot count it reports is the
+    one they use) and run a trivial job; map name -> 'ok: ...' or the reason, one line with the fix.
+    `progress(name)` is called before each backend is probed (probing Docker can take seconds)."""
     out = {}
     for name in BACKENDS:
+        if progress is not None:
+            progress(name)
         try:
-            sb = _make(name, slots=1)
+            sb = _make(name)
         except (SandboxUnavailable, ImportError) as e:
-            out[name] = f"unavailable: {e}"
+            out[name] = _one_line(f"unavailable: {e}")
             continue
         try:
             res = run_sync(sb, Job(command=("python3", "-c", "print(6*7)"), limits=Limits(wall_time_s=30)))
             ok = res.ok and res.stdout.strip() == b"42"
             desc = sb.describe() if hasattr(sb, "describe") else name
-            out[name] = f"ok: {desc}" if ok else f"broken: {res}"
+            out[name] = f"ok: {desc}" if ok else _one_line(f"broken: {res}")
         except Exception as e:  # report, do not crash the check
-            out[name] = f"broken: {type(e).__name__}: {e}"
+            out[name] = _one_line(f"broken: {type(e).__name__}: {e}")
         finally:
             close = getattr(sb, "close_sync", None)
             if close:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent host set-up for the sandbox tests (run as root): bubblewrap + Docker engine, dockerd running,
-# and a local sandbox image built WITHOUT any registry (empty rootfs; host /usr is bind-mounted read-only
-# at run time). Safe to run repeatedly; every wait is bounded.
+# and the local sandbox image built WITHOUT any registry by `python -m sandbox build-image` (empty rootfs;
+# host /usr is bind-mounted read-only at run time). Python: $RLVR_PYTHON, else .venv/bin/python, else
+# python3 (it needs the docker SDK). Safe to run repeatedly; every wait is bounded.
 set -euo pipefail
 
 IMAGE="${RLVR_SANDBOX_IMAGE:-rlvr-sandbox:local}"
@@ -32,18 +33,11 @@ if ! "$DOCKER" info >/dev/null 2>&1; then
   "$DOCKER" info >/dev/null 2>&1 || { echo "dockerd did not answer within ${DOCKERD_WAIT_S}s" >&2; tail -20 /var/log/dockerd.log >&2; exit 1; }
 fi
 
-if ! "$DOCKER" image inspect "$IMAGE" >/dev/null 2>&1; then
-  root="$(mktemp -d)"
-  trap 'rm -rf "$root"' EXIT
-  mkdir -p "$root"/{usr,tmp,proc,dev,sys,etc,run/rlvr}
-  chmod 1777 "$root/tmp"  # docker copies the image dir's mode onto the tmpfs mounted there
-  for l in bin sbin lib lib32 lib64 libx32; do
-    [[ -L /$l ]] && ln -s "$(readlink /$l)" "$root/$l"
-  done
-  echo "sandbox:x:65534:65534:sandbox:/tmp:/usr/sbin/nologin" > "$root/etc/passwd"
-  echo "sandbox:x:65534:" > "$root/etc/group"
-  tar -C "$root" -c . | "$DOCKER" import -c 'USER 65534:65534' - "$IMAGE" >/dev/null  # no WORKDIR: it resets a tmpfs /tmp to 0755 root
-fi
+# the image comes from the package itself (`sandbox.image`, offline): the same command a pip user runs
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+PY="${RLVR_PYTHON:-}"
+[[ -n "$PY" ]] || { [[ -x "$repo/.venv/bin/python" ]] && PY="$repo/.venv/bin/python"; } || PY=python3
+PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m sandbox build-image --tag "$IMAGE" >/dev/null
 
 echo "bwrap: $(bwrap --version)"
 echo "docker: $("$DOCKER" version --format '{{.Server.Version}}') image: $IMAGE"

@@ -120,6 +120,9 @@ def test_no_job_runs_where_the_filter_cannot_be_installed():
     box = _docker(1)
     try:
         box.filter_hex = "00"  # one byte: the kernel refuses a program that is not whole instructions
+        for w in box._workers:  # the construction probe's worker started with the real filter
+            with w.lock:
+                w.stop()
         with pytest.raises(SandboxError, match="cannot install the seccomp filter"):
             box.run_sync(py("print(1)"))
     finally:
