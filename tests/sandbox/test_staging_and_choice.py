@@ -1,0 +1,196 @@
+"""How the sandbox gets its own files (`sandbox.staging`), which backend "auto" picks and why,
+what `python -m sandbox check` says, and `python -m sandbox build-image` (offline image)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sandbox import SandboxUnavailable, get_sandbox, registry, run_sync, staging
+from sandbox.core import Job, default_slots
+
+REPO = Path(__file__).resolve().parents[2]
+PY = [sys.executable, "-c"]
+ENV = {**os.environ, "PYTHONPATH": str(REPO)}
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
+
+
+def _docker_client():
+    try:
+        import docker
+
+        client = docker.from_env()
+        client.ping()
+        return client
+    except Exception as e:
+        pytest.skip(f"no Docker engine: {e}")
+
+
+# ------------------------------------------------------------------------------ staging
+
+
+def test_concurrent_processes_stage_one_readable_copy(tmp_path):
+    """Four processes with umask 077 stage at once: one directory, 0755 with 0644 files, the exact
+    bytes of every in-sandbox file, no temporary left over."""
+    code = f"import os; os.umask(0o077); from sandbox import staging; print(staging.staged_dir({str(tmp_path)!r}))"
+    procs = [subprocess.Popen([*PY, code], env=ENV, stdout=subprocess.PIPE, text=True) for _ in range(4)]
+    paths = {p.communicate(timeout=120)[0].strip() for p in procs}
+    assert all(p.returncode == 0 for p in procs)
+    assert len(paths) == 1
+    staged = Path(paths.pop())
+    base = staged.parent
+    assert sorted(os.listdir(base)) == [staged.name]  # no .stage-* left behind
+    assert stat.S_IMODE(base.stat().st_mode) == 0o755 and stat.S_IMODE(staged.stat().st_mode) == 0o755
+    assert sorted(os.listdir(staged)) == sorted(staging.IN_SANDBOX)
+    for name, src in staging.IN_SANDBOX.items():
+        assert stat.S_IMODE((staged / name).stat().st_mode) == 0o644
+        assert (staged / name).read_bytes() == (REPO / "sandbox" / src).read_bytes()
+
+
+def test_a_damaged_copy_is_replaced_and_a_foreign_staging_dir_refused(tmp_path):
+    staged = Path(staging.staged_dir(str(tmp_path)))
+    (staged / "worker.py").chmod(0o644)
+    (staged / "worker.py").write_bytes(b"print('not the worker')")
+    assert Path(staging.staged_dir(str(tmp_path))) == staged
+    assert (staged / "worker.py").read_bytes() == staging.payload()["worker.py"]
+
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / f"rlvr-sandbox-{os.geteuid()}").symlink_to(tmp_path)  # not a real directory of ours
+    with pytest.raises(SandboxUnavailable, match="not a directory owned by"):
+        staging.staged_dir(str(other))
+
+
+def test_in_sandbox_files_are_one_list():
+    """The warm worker's mounts and the harness both come from `IN_SANDBOX`."""
+    from sandbox import harness, pool
+
+    assert pool.WORKER_DST == staging.dest("worker.py")
+    assert harness.RUNNER == staging.payload()["runner.py"].decode()
+    assert all((staging.PACKAGE_DIR / src).is_file() for src in staging.IN_SANDBOX.values())
+
+
+# ------------------------------------------------------------------------------ interpreter
+
+
+@needs_bwrap
+@pytest.mark.parametrize(
+    ("python", "words"),
+    [("/opt/venv/bin/python3", "outside the host dirs"), ("/usr/bin/python-absent", "does not exist")],
+)
+def test_an_interpreter_the_sandbox_cannot_run_is_one_line_with_the_fix(python, words):
+    with pytest.raises(SandboxUnavailable) as err:
+        get_sandbox("bwrap", slots=1, python=python)
+    msg = str(err.value)
+    assert words in msg and "apt-get install -y python3" in msg and "\n" not in msg
+
+
+# ------------------------------------------------------------------------------ auto
+
+
+@needs_bwrap
+def test_auto_probes_once_caches_and_says_why(monkeypatch):
+    """ "auto" = the first backend that runs a job: a bwrap that cannot start is skipped with its
+    reason; the answer is cached per option set, so the next call tries only the chosen one."""
+    _docker_client()
+    monkeypatch.setattr(registry, "_AUTO", {})
+    made: list[str] = []
+    real_make = registry._make
+
+    def counting(name, **kw):
+        made.append(name)
+        return real_make(name, **kw)
+
+    monkeypatch.setattr(registry, "_make", counting)
+    for cached in (False, True):
+        sb = get_sandbox("auto", slots=1, bwrap="/nonexistent/bwrap")
+        try:
+            assert sb.name == "docker"
+            assert run_sync(sb, Job(command=("python3", "-c", "print(6*7)"))).stdout == b"42\n"
+            note = sb.describe()
+            assert "auto: chose docker" in note and "skipped bwrap: bubblewrap not found" in note
+            assert ("(cached)" in note) is cached
+        finally:
+            sb.close_sync()
+    assert made == ["bwrap", "docker", "docker"]
+    sb = get_sandbox("auto", slots=1)  # other options: probed afresh, and bwrap works here
+    try:
+        assert sb.name == "bwrap" and "auto: chose bwrap" in sb.describe()
+    finally:
+        sb.close_sync()
+
+
+# ------------------------------------------------------------------------------ check
+
+
+@needs_bwrap
+def test_check_reports_the_pools_slot_count_with_progress_one_line_each():
+    proc = subprocess.run(
+        [sys.executable, "-m", "sandbox", "check"], env=ENV, capture_output=True, text=True, timeout=300
+    )
+    assert proc.stderr.splitlines()[:2] == ["probing bwrap ...", "probing docker ..."]
+    lines = proc.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == list(registry.BACKENDS)  # one line per backend
+    assert lines[0].startswith("bwrap   ok:") and f"slots={default_slots()}," in lines[0]
+
+
+# ------------------------------------------------------------------------------ build-image
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_build_image_from_the_package_alone_offline(tmp_path):
+    """`python -m sandbox build-image` builds a working image from an installed copy of the package
+    (no repository script, no Dockerfile, no registry); the docker backend runs a job in it."""
+    client = _docker_client()
+    tag = f"rlvr-sandbox:test-build-{os.getpid()}"
+    installed = tmp_path / "site"
+    shutil.copytree(REPO / "sandbox", installed / "sandbox", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, "PYTHONPATH": str(installed)}
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "sandbox", "build-image", "--tag", tag],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert out.returncode == 0, out.stderr
+        assert (
+            out.stdout.split()[0] == tag and client.images.get(tag).attrs["Config"]["User"] == "65534:65534"
+        )
+        sb = get_sandbox("docker", slots=1, image=tag)
+        try:
+            assert run_sync(sb, Job(command=("python3", "-c", "print(6*7)"))).stdout == b"42\n"
+        finally:
+            sb.close_sync()
+        dockerfile = subprocess.run(
+            [sys.executable, "-m", "sandbox", "build-image", "--dockerfile"],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert "FROM " in dockerfile.stdout and "USER 65534:65534" in dockerfile.stdout
+    finally:
+        try:
+            client.images.remove(tag, force=True)
+        except Exception:
+            pass
+
+
+def test_a_missing_image_names_the_build_command():
+    client = _docker_client()
+    del client
+    with pytest.raises(
+        SandboxUnavailable, match=r"fix: python -m sandbox build-image --tag rlvr-sandbox:absent"
+    ):
+        get_sandbox("docker", slots=1, image="rlvr-sandbox:absent")
