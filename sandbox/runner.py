@@ -29,7 +29,8 @@ snapshot of every loaded module, see `_Snapshot` and `_child`) and talks to the 
 `len(4) nonce(16) tag(1) index(4) cpu(8) body`. The harness validates the frames and enforces the
 time limit as CPU time: it reads the child's CPU from /proc every 50 ms and kills it once the
 current test has used more than `time_limit_s` (also checked from the frame and rusage), with a
-wall deadline of `time_limit_s * wall_factor + 0.5` as a safety net and RLIMIT_CPU as a backstop.
+wall deadline of `time_limit_s * wall_factor + 0.5` as a safety net (moved by the time the child
+waited for a CPU: a busy machine does not turn a check into a timeout) and RLIMIT_CPU as a backstop.
 It writes one framed record per test to the channel: `len(4) + JSON`. Record types: `hello`,
 `result`, `done`.
 
@@ -966,6 +967,20 @@ def proc_cpu(pid: int) -> float | None:
         return None
 
 
+def proc_run_delay(pid: int) -> float:
+    """Seconds a live child has spent runnable but waiting for a CPU (the second field of
+    /proc/PID/schedstat); 0.0 where the kernel does not say. Read only when a wall deadline passes."""
+    try:
+        fd = os.open(f"/proc/{pid}/schedstat", os.O_RDONLY)
+        try:
+            data = os.read(fd, 256)
+        finally:
+            os.close(fd)
+        return int(data.split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 # ----------------------------------------------------------------------------- the harness
 
 
@@ -1063,6 +1078,7 @@ def supervise(spec: dict, chunk: list, rlimits: tuple = ()) -> list[dict]:
     status = usage = verdict = None
     ready, pos, mark, cpu_mark, polled = stdio, 0, started, 0.0, started
     deadline = started + wall
+    extended = 0.0  # run-queue wait already added to a deadline (`proc_run_delay`)
     sel = selectors.DefaultSelector()
     streams = {res_r: buf} if out_r is None else {res_r: buf, out_r: out}
     for fd in streams:
@@ -1081,6 +1097,12 @@ def supervise(spec: dict, chunk: list, rlimits: tuple = ()) -> list[dict]:
             break
         now = time.monotonic()
         if now >= deadline:
+            # the wall deadline is a safety net for a child that sleeps or blocks; time it spent
+            # runnable but waiting for a CPU (a busy machine) is the queue's, not the check's
+            queued = proc_run_delay(pid) if status is None else 0.0
+            if queued > extended:
+                deadline, extended = deadline + queued - extended, queued
+                continue
             verdict = "timeout"
             break
         wait = min(deadline - now, CPU_POLL_S) if pidfd is not None else min(0.005, deadline - now)
