@@ -30,6 +30,7 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from queue import SimpleQueue
 
 from sandbox import _proc, seccomp, staging
@@ -352,10 +353,20 @@ class BwrapSandbox(WarmBorrowing, SlotResults):
         if _has_bind_data(self.config.bwrap):
             return staging.bind_data_args(owned)
         root = staging.staged_dir()
+        closed = [p for p in [root, *map(str, Path(root).parents)] if not os.stat(p).st_mode & 0o001]
+        if self._root and closed:  # bwrap opens the copy as the sandbox's uid
+            raise SandboxUnavailable(
+                f"{_old_bwrap(self.config.bwrap)}: its copy of the sandbox's files is in {closed[0]}, "
+                "which other users cannot enter; fix: set TMPDIR=/tmp or upgrade bubblewrap to 0.5+"
+            )
         mounts: list[str] = []
         for name in staging.IN_SANDBOX:
             mounts += ["--ro-bind", f"{root}/{name}", staging.dest(name)]
         return mounts
+
+
+def _old_bwrap(bwrap: str) -> str:
+    return f"{bwrap} has no --ro-bind-data (bubblewrap < 0.5)"
 
 
 @functools.cache

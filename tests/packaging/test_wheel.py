@@ -30,7 +30,13 @@ def test_wheel_and_sdist_ship_the_data_files_and_pass_twine(tmp_path):
         "environments/vf_bridge/v1_front.py",
         "rubrics/core.py",
     } <= set(names)
+    # what the sandbox runs inside (sandbox.staging) and the Dockerfile `build-image --dockerfile` prints
+    from sandbox import staging
+
+    in_sandbox = {f"sandbox/{src}" for src in staging.IN_SANDBOX.values()} | {"sandbox/Dockerfile"}
+    assert in_sandbox <= set(names), in_sandbox - set(names)
     members = tarfile.open(sdist).getnames()
+    assert all(any(m.endswith(n) for m in members) for n in in_sandbox)
     assert all(any(m.endswith(f"environments/data/{d}") for m in members) for d in DATA)
     meta = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA"))).decode()
     requires = [line for line in meta.splitlines() if line.startswith("Requires-Dist: verifiers")]

@@ -8,6 +8,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -194,3 +195,30 @@ def test_a_missing_image_names_the_build_command():
         SandboxUnavailable, match=r"fix: python -m sandbox build-image --tag rlvr-sandbox:absent"
     ):
         get_sandbox("docker", slots=1, image="rlvr-sandbox:absent")
+
+
+@needs_bwrap
+def test_a_bubblewrap_without_bind_data_mounts_the_staged_copy(monkeypatch, tmp_path):
+    """bubblewrap < 0.5 has no --ro-bind-data: the worker comes from the staged copy, which must be
+    in a directory every user can enter when the sandbox drops to another uid."""
+    from sandbox import bwrap
+
+    monkeypatch.setattr(bwrap, "_has_bind_data", lambda _: False)
+    public = Path(tempfile.mkdtemp(dir="/tmp"))  # every ancestor open to other users
+    public.chmod(0o755)
+    monkeypatch.setattr(staging.tempfile, "tempdir", str(public))
+    try:
+        sb = get_sandbox("bwrap", slots=1)
+        try:
+            assert run_sync(sb, Job(command=("python3", "-c", "print(6*7)"))).stdout == b"42\n"
+        finally:
+            sb.close_sync()
+        assert os.listdir(public) == [f"rlvr-sandbox-{os.geteuid()}"]
+    finally:
+        shutil.rmtree(public)
+    if os.geteuid() == 0:
+        private = tmp_path / "private"
+        private.mkdir(mode=0o700)
+        monkeypatch.setattr(staging.tempfile, "tempdir", str(private))
+        with pytest.raises(SandboxUnavailable, match="other users cannot enter; fix: set TMPDIR=/tmp"):
+            get_sandbox("bwrap", slots=1)
