@@ -22,6 +22,7 @@ def sweep() -> int:
     print(f"cgroups: removed {n} stale tree(s)")
     try:
         import docker
+
         from sandbox.docker import sweep_containers
 
         client = docker.from_env()
