@@ -35,9 +35,12 @@ fi
 
 # the image comes from the package itself (`sandbox.image`, offline): the same command a pip user runs
 repo="$(cd "$(dirname "$0")/.." && pwd)"
-PY="${RLVR_PYTHON:-}"
-[[ -n "$PY" ]] || { [[ -x "$repo/.venv/bin/python" ]] && PY="$repo/.venv/bin/python"; } || PY=python3
-PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m sandbox build-image --tag "$IMAGE" >/dev/null
+PY=python3
+for cand in "${RLVR_PYTHON:-}" "$repo/.venv/bin/python"; do
+  if [[ -n "$cand" && -x "$cand" ]]; then PY="$cand"; break; fi
+done
+PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m sandbox build-image --tag "$IMAGE" >/dev/null ||
+  { echo "could not build $IMAGE with $PY (it needs the docker SDK: make setup first)" >&2; exit 1; }
 
 echo "bwrap: $(bwrap --version)"
 echo "docker: $("$DOCKER" version --format '{{.Server.Version}}') image: $IMAGE"
