@@ -192,7 +192,9 @@ async def test_an_inference_error_mid_episode_is_reported_in_the_servers_words(t
     policy.fail_when = lambda text: "higher" in text  # turn 2: HTTP 500 {"error": "scripted outage"}
     _rollouts, results = await env.rollout_and_score(target(env, "8"), 1)
     (result,) = results
-    assert result.score is None and result.reason.startswith("inference failed: InferenceError: "), result.reason
+    assert result.score is None and result.reason.startswith("inference failed: InferenceError: "), (
+        result.reason
+    )
     assert "500" in result.reason and "scripted outage" in result.reason and "RetryError" not in result.reason
     await env.close_rubric()
 
