@@ -56,6 +56,7 @@ from environments.atropos_runtime.episode_runtime import episode_rollouts, finis
 from environments.atropos_runtime.episodes import MultiTurnTask
 from environments.atropos_runtime.modes import run_evaluate, run_process
 from environments.atropos_runtime.rollouts import DropReason, GroupOutcome, assemble_group, sample_group
+from environments.atropos_runtime.run_identity import run_settings
 from environments.atropos_runtime.sampling_slots import sampling_done
 from environments.atropos_runtime.serve_api import RunApiClient, quiet_atroposlib
 from environments.atropos_runtime.serve_loop import run_serve
@@ -123,6 +124,10 @@ class RubricEnvConfig(BaseEnvConfig):
     )
     status_every_s: float = Field(default=30.0, gt=0, description="Period of status/summary lines")
     verbose: bool = Field(default=False, description="serve: atroposlib's per-loop status lines too")
+    overwrite: bool = Field(
+        default=False,
+        description="process: replace the output file (default: resume the same run; another run is refused)",
+    )
 
 
 def _cli_flag(name: str) -> bool:
@@ -327,6 +332,10 @@ class RubricEnv(RunApiClient, BaseEnv):
         super().save_checkpoint(step, {**(data or {}), "cursor": self.cursor})
 
     # ---------------------------------------------------------------- one group
+    def run_settings(self) -> dict[str, Any]:
+        """What defines this run's groups (stored beside process output; see run_identity)."""
+        return run_settings(self, set(RubricEnvConfig.model_fields))
+
     def generation_params(self, split: str = "train") -> dict[str, Any]:
         temperature = self.config.temperature if split == "train" else self.config.eval_temperature
         return {"temperature": temperature, "top_p": self.config.top_p, "max_tokens": self.config.max_tokens}

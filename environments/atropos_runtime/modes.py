@@ -25,6 +25,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 from environments.atropos_runtime.env_protocol import RuntimeEnv
 from environments.atropos_runtime.episode_runtime import eval_fields, turn_metrics
 from environments.atropos_runtime.output import GroupWriter, write_html
+from environments.atropos_runtime.run_identity import claim_output
 from environments.atropos_runtime.sampling_slots import SamplingSlots
 from rubrics.core import RewardResult, Status
 
@@ -36,6 +37,7 @@ async def run_process(env: RuntimeEnv) -> dict[str, Any]:
     if not env.train_items:
         raise SystemExit(f"{env.name}: no usable items in the train split (see the warnings above)")
     path = env.output_path or f"out/{env.name}/groups.jsonl"
+    claim_output(path, env.run_settings(), env.config.overwrite)
     total = env.config.total_steps
     n_items = len(env.train_items)
     planned = [

@@ -71,6 +71,18 @@ def test_process_writes_exact_tokens_html_and_resumes(vllm_server, tmp_path):
     assert again.returncode == 0, again.stderr[-2000:]
     uids = [json.loads(line)["uid"] for line in out.read_text().splitlines()]
     assert len(uids) == 7 == len(set(uids)) and uids[:5] == [g["uid"] for g in groups]
+    other = run_env(QA, "process", vllm_server, "--env.total_steps", "7", "--env.group_size", "2",
+                    "--env.data_path_to_save_groups", str(out))  # fmt: skip
+    assert other.returncode != 0 and len(out.read_text().splitlines()) == 7  # another run: refused, file kept
+    assert (
+        other.stderr.strip()
+        .splitlines()[-1]
+        .startswith(f"{out} holds another run (group_size: 3 there, 2 now)")
+    )
+    fresh = run_env(QA, "process", vllm_server, "--env.total_steps", "2", "--env.group_size", "2",
+                    "--env.overwrite", "true", "--env.data_path_to_save_groups", str(out))  # fmt: skip
+    assert fresh.returncode == 0, fresh.stderr[-2000:]
+    assert [len(json.loads(line)["scores"]) for line in out.read_text().splitlines()] == [2, 2]
 
 
 def test_evaluate_writes_metrics_and_samples(vllm_server, tmp_path):
