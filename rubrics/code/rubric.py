@@ -93,6 +93,11 @@ class CodeRubricConfig(BaseModel):
     sandbox_slots: int | None = Field(
         None, description="slots of a sandbox built by name (None: its default)"
     )
+    sandbox_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="other options of a sandbox built by name (BwrapConfig / DockerConfig fields, "
+        "e.g. bwrap path, warm_pool, docker image)",
+    )
     wall_factor: float = Field(
         3.0, description="per-test wall limit = time limit x this + 0.5 s (safety net)"
     )
@@ -200,7 +205,7 @@ class CodeRubric(Rubric):
                     from sandbox import get_sandbox  # lazily: only when no sandbox object was given
 
                     slots = self.config.sandbox_slots
-                    options = {"slots": slots} if slots else {}
+                    options = {**self.config.sandbox_options, **({"slots": slots} if slots else {})}
                     self._sandbox = await asyncio.to_thread(get_sandbox, str(self._sandbox_spec), **options)
         return self._sandbox
 

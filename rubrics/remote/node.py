@@ -7,6 +7,12 @@
   A node whose own fingerprint differs refuses: it builds no rubric, `ready()` reports the refusal in
   one clear line, and `score_group` raises it. Pickled samples and sandbox jobs only mean the same
   thing between identical installs.
+* Probe job: before the driver sends a node any group, `probe()` scores a few known samples on the
+  node's own rubric (one sandbox job for code, one CAS check for math) and reports the first one
+  that does not come back verified with its known score. The samples come from the factory's
+  `probe()` when it has one, else from the rubric's type (`CodeRubric`, `MathRubric`); other
+  rubrics have no probe and pass. The driver runs it again on a node whose groups keep coming back
+  unverified (see `rubrics.remote.scorer`). Probe samples are not counted in `stats()`.
 * `close()` releases the rubric's pools (sandbox workers, cgroups, CAS processes); the driver calls
   it on every actor before it lets them go, since Ray kills actors without running any cleanup.
 
@@ -15,9 +21,11 @@ This module imports Ray only through `rubrics.remote.scorer`; nothing in `sandbo
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import platform
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -26,7 +34,35 @@ from typing import Any
 from rubrics.core import RewardResult, Rubric, Sample
 
 RubricFactory = Callable[[int], Rubric]  # slots of this node -> the node's own rubric
+ProbeCase = tuple[Sample, float]  # a sample and the score a working node gives it
 PACKAGE = "rlvr-envs"
+
+
+def code_probe() -> list[ProbeCase]:
+    """One sandbox job: a correct function against two call tests (score 1.0)."""
+    from rubrics.code.suites import call_suite
+
+    code = "```python\ndef rlvr_probe(x):\n    return x + 1\n```"
+    suite = call_suite("rlvr_probe", [[1], [41]], [2, 42], time_limit_s=4.0)
+    return [(Sample(prompt="", completion=code, answer=suite), 1.0)]
+
+
+def math_probe() -> list[ProbeCase]:
+    """One check that only the CAS worker can decide: (x+1)^2 = x^2+2x+1 (score 1.0)."""
+    return [(Sample(prompt="", completion="\\boxed{(x+1)^2}", answer="x^2+2x+1"), 1.0)]
+
+
+def probe_cases(factory: Any, rubric: Rubric) -> list[ProbeCase]:
+    """The factory's own `probe()`, else the probe of the rubric's type; [] when there is none."""
+    own = getattr(factory, "probe", None)
+    if callable(own):
+        return list(own())
+    code_module, math_module = sys.modules.get("rubrics.code"), sys.modules.get("rubrics.math")  # if in use
+    if code_module is not None and isinstance(rubric, code_module.CodeRubric):
+        return code_probe()
+    if math_module is not None and isinstance(rubric, math_module.MathRubric):
+        return math_probe()
+    return []
 
 
 @dataclass(frozen=True)
@@ -44,6 +80,9 @@ class CodeNodeRubric:
             options["max_concurrency"] = max(int(options["max_concurrency"]), 2 * slots)
         return CodeRubric(self.sandbox, CodeRubricConfig(**options))
 
+    def probe(self) -> list[ProbeCase]:
+        return code_probe()
+
 
 @dataclass(frozen=True)
 class MathNodeRubric:
@@ -55,6 +94,9 @@ class MathNodeRubric:
         from rubrics.math import MathRubric
 
         return MathRubric(workers=slots, format_weight=self.format_weight)
+
+    def probe(self) -> list[ProbeCase]:
+        return math_probe()
 
 
 def fingerprint() -> dict[str, str]:
@@ -111,7 +153,10 @@ class RubricHost:
         expected: dict[str, str],
         where: str,
         niceness: int | None = None,
+        probe_timeout_s: float = 60.0,
     ) -> None:
+        self.factory = factory
+        self.probe_timeout_s = probe_timeout_s
         self.slots = slots
         self.where = where
         self.priority = renice(niceness) if niceness is not None else "unchanged"
@@ -128,6 +173,26 @@ class RubricHost:
             "priority": self.priority,
             "refusal": self.refusal,
         }
+
+    async def probe(self) -> str | None:
+        """None when this node scored its probe samples as a working node does, else one line why."""
+        if self.rubric is None:
+            return self.refusal or f"node {self.where}: its rubric is closed"
+        cases = probe_cases(self.factory, self.rubric)
+        if not cases:
+            return None
+        try:
+            results = await asyncio.wait_for(
+                self.rubric.score_group([sample for sample, _ in cases]), self.probe_timeout_s
+            )
+        except asyncio.TimeoutError:
+            return f"node {self.where} failed its probe job: no result within {self.probe_timeout_s:g} s"
+        for (_, want), got in zip(cases, results, strict=True):
+            if got.score is None:
+                return f"node {self.where} failed its probe job: {got.status.value}: {got.reason[:300]}"
+            if got.score != want:
+                return f"node {self.where} failed its probe job: scored {got.score}, a working node {want}"
+        return None
 
     async def score_group(self, samples: Sequence[Sample]) -> list[RewardResult]:
         if self.rubric is None:

@@ -8,15 +8,29 @@ Contract (on top of `Rubric`'s):
 * Each node builds its own rubric with `factory(slots)` (see `rubrics.remote.node`; the factory must
   pickle and its code must be importable there); the driver only ships `Sample`s and gets
   `RewardResult`s back, one Ray call per group. Node actors run at `niceness` (Ray's default is 15).
+* Joining: within `connect_timeout_s` (default 20 s) or `RemoteScorerError` naming the address and
+  what answered there (see `rubrics.remote.join`). A misconfigured scorer raises, never scores:
+  `build_scorer(..., "ray")` without an address raises at construction; a cluster that cannot be
+  joined, or where no node can score, raises from `start()` / `connect()` and from the first
+  `score`/`score_group` (the same error again on every later call: such a scorer stays failed).
+* Admission: a node gets groups only after its actor started and passed its probe job (a known
+  sample scored as a working node scores it; see `rubrics.remote.node`). Nodes that fail the
+  version handshake are refused for good; nodes that fail the probe are excluded and probed again
+  after `reprobe_s`. Both are logged (one line each) and listed by `describe()`.
 * Dispatch: least-loaded actor, at most `inflight_per_slot × slots` groups in flight on each.
+* Node health: a group whose every sample comes back unverified with `error` (what a node with no
+  bubblewrap, a broken Docker or a dead CAS worker returns, fast) is retried once on another node.
+  After `drain_after` such groups in a row a node gets no new groups and runs its probe job again:
+  if it fails the node is drained (logged, counted as `nodes_drained`, listed by `describe()`,
+  its actor closed) and probed again after `reprobe_s`; if it passes it is used again.
 * Membership: alive nodes with CPUs are read from `ray.nodes()` every `refresh_s` seconds and right
   after any actor error, on a background thread: a new node gets an actor, a dead one is dropped.
-  Nodes that fail the version handshake are refused (logged, counted, never used).
 * Failures keep the tri-state, and a verified score only ever comes from a node's rubric:
 
   | the driver sees                                       | result                                      |
   |-------------------------------------------------------|---------------------------------------------|
   | `RewardResult`s from the node                         | passed through unchanged                    |
+  | ... every one unverified `error` (see node health)    | retried once on another node, else as is   |
   | `RayActorError` (node or actor lost, unreachable)     | retried once on another node, else `error`  |
   | no live node                                          | `error` ("no live scoring node")            |
   | `group_timeout_s` passed                              | the Ray task is cancelled; `timeout`        |
@@ -35,9 +49,9 @@ Contract (on top of `Rubric`'s):
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import ipaddress
 import logging
-import os
 import threading
 import time
 from collections import Counter
@@ -55,13 +69,11 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskErro
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from rubrics.core import RewardResult, Rubric, Sample, Status
+from rubrics.remote.join import RemoteScorerError, bounded_init, cluster_address
 from rubrics.remote.node import RubricFactory, RubricHost, fingerprint
 
+__all__ = ["RayRubric", "RayScorerConfig", "RemoteScorerError", "build_scorer", "connect"]
 log = logging.getLogger(__name__)
-
-
-class RemoteScorerError(RuntimeError):
-    """The Ray scorer cannot start (no address, no usable node); the message says why."""
 
 
 class RayScorerConfig(BaseModel):
@@ -73,7 +85,11 @@ class RayScorerConfig(BaseModel):
     inflight_per_slot: int = Field(2, ge=1, description="Groups in flight per node slot")
     group_timeout_s: float | None = Field(None, gt=0, description="Deadline of one group (None: caller's)")
     refresh_s: float = Field(10.0, gt=0, description="How often node membership is re-read")
+    connect_timeout_s: float = Field(20.0, gt=0, description="How long joining the cluster may take")
     ready_timeout_s: float = Field(120.0, gt=0, description="How long a new node actor may take to start")
+    probe_timeout_s: float = Field(60.0, gt=0, description="How long a node's probe job may take")
+    drain_after: int = Field(2, ge=1, description="Unverified groups in a row before a node is re-probed")
+    reprobe_s: float = Field(300.0, gt=0, description="When an excluded or drained node is probed again")
     close_timeout_s: float = Field(60.0, gt=0, description="How long actors may take to release pools")
     niceness: int | None = Field(
         0,
@@ -91,6 +107,9 @@ class _Member:
     slots: int
     capacity: int
     inflight: int = 0
+    failed_in_row: int = 0  # groups in a row that came back all unverified (error)
+    last_failure: str = ""
+    suspect: bool = False  # being re-probed: gets no new groups meanwhile
 
 
 def _loopback_host(address: str | None) -> str | None:
@@ -118,6 +137,12 @@ def _kill(handle: Any) -> None:
         pass
 
 
+def _infra_failed(results: list[RewardResult]) -> bool:
+    """Every sample unverified with `error`: what a node that cannot score returns (a timeout is not
+    counted: a slow group is not a broken node, and retrying it would double the wait)."""
+    return bool(results) and all(r.score is None and r.status is Status.ERROR for r in results)
+
+
 class RayRubric(Rubric):
     """A rubric whose groups are scored by per-node actors on a Ray cluster (see module docstring)."""
 
@@ -135,6 +160,7 @@ class RayRubric(Rubric):
         self.expected = expected or fingerprint()  # what every node must match
         self.counts: Counter[str] = Counter()
         self.refused: dict[str, str] = {}
+        self.excluded: dict[str, dict[str, Any]] = {}  # node id -> where, reason, retry_at (monotonic)
         self.closed_pids: list[int] = []
         self._members: dict[str, _Member] = {}
         self._lock = threading.Lock()
@@ -144,36 +170,46 @@ class RayRubric(Rubric):
         self._stop = threading.Event()
         self._refresher: threading.Thread | None = None
         self._started = False
+        self._failure: RemoteScorerError | None = None
         self._Host = ray.remote(RubricHost)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        """Join the cluster and start an actor on every node (blocking; idempotent).
-        Raises `RemoteScorerError` when no node can score (none alive, all refused)."""
+        """Join the cluster and start a probed actor on every node (blocking; idempotent).
+        Raises `RemoteScorerError` when the cluster cannot be joined within `connect_timeout_s` or
+        no node can score (none alive, all refused or failing their probe); a scorer that failed
+        to start raises the same error on every later call."""
         with self._start_lock:
             if self._started:
                 return
-            if not ray.is_initialized():
-                address = self.config.address or os.environ.get("RAY_ADDRESS")
-                if not address:
-                    raise RemoteScorerError(
-                        "no Ray cluster address: pass one (e.g. --env.ray_address HEAD:6379) or set "
-                        "RAY_ADDRESS; start the cluster first with `ray start --head` (see README)"
-                    )
-                ray.init(
-                    address=address,
-                    _node_ip_address=self.config.node_ip_address or _loopback_host(address),
-                    namespace=self.config.namespace,
-                    log_to_driver=self.config.log_to_driver,
-                    logging_level=logging.WARNING,
-                )
-            self._refresh()
-            if not self._members:
-                why = "; ".join(self.refused.values()) or "no alive node with CPUs"
-                raise RemoteScorerError(f"no Ray node can score: {why}")
+            if self._failure is not None:
+                raise self._failure
+            try:
+                self._join()
+                self._refresh()
+                if not self._members:
+                    why = "; ".join([*self.refused.values(), *(e["reason"] for e in self.excluded.values())])
+                    raise RemoteScorerError(f"no Ray node can score: {why or 'no alive node with CPUs'}")
+            except RemoteScorerError as exc:
+                self._failure = exc
+                log.error("ray scorer: %s", exc)
+                raise
             self._refresher = threading.Thread(target=self._refresh_loop, name="rlvr-ray-nodes", daemon=True)
             self._refresher.start()
             self._started = True
+
+    def _join(self) -> None:
+        if ray.is_initialized():
+            return
+        address = cluster_address(self.config.address)
+        bounded_init(
+            address,
+            self.config.connect_timeout_s,
+            _node_ip_address=self.config.node_ip_address or _loopback_host(address),
+            namespace=self.config.namespace,
+            log_to_driver=self.config.log_to_driver,
+            logging_level=logging.WARNING,
+        )
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self._close_blocking)
@@ -187,28 +223,35 @@ class RayRubric(Rubric):
             with self._lock:
                 members, self._members = list(self._members.values()), {}
             self._wake_all()
-            refs = []
-            for m in members:
-                try:
-                    refs.append(m.handle.close.remote())
-                except Exception as exc:  # noqa: BLE001 - Ray raises bare Exception for a gone actor
-                    log.warning("ray scorer: node %s is gone: %s", m.where, _last_line(exc))
-            done, pending = (
-                ray.wait(refs, num_returns=len(refs), timeout=self.config.close_timeout_s)
-                if refs
-                else ([], [])
-            )
-            for ref in done:
-                try:
-                    self.closed_pids.append(ray.get(ref))
-                except RayError as exc:
-                    log.warning("ray scorer: a node could not release its pools: %s", type(exc).__name__)
-            if pending:
-                log.warning("ray scorer: %d nodes did not release their pools in time", len(pending))
-            for m in members:
-                _kill(m.handle)
+            self.closed_pids += self._dispose([m.handle for m in members], [m.where for m in members])
             if members or self.counts:
                 log.info("ray scorer: %s", dict(self.counts))
+
+    def _dispose(self, handles: list[Any], wheres: list[str]) -> list[int]:
+        """Ask actors to release their pools (bounded by `close_timeout_s`), then kill them; the pids
+        of those that released."""
+        if not ray.is_initialized():
+            return []
+        refs = []
+        for handle, where in zip(handles, wheres, strict=True):
+            try:
+                refs.append(handle.close.remote())
+            except Exception as exc:  # noqa: BLE001 - Ray raises bare Exception for a gone actor
+                log.warning("ray scorer: node %s is gone: %s", where, _last_line(exc))
+        done, pending = (
+            ray.wait(refs, num_returns=len(refs), timeout=self.config.close_timeout_s) if refs else ([], [])
+        )
+        pids = []
+        for ref in done:
+            try:
+                pids.append(ray.get(ref))
+            except RayError as exc:
+                log.warning("ray scorer: a node could not release its pools: %s", type(exc).__name__)
+        if pending:
+            log.warning("ray scorer: %d nodes did not release their pools in time", len(pending))
+        for handle in handles:
+            _kill(handle)
+        return pids
 
     # ------------------------------------------------------------------ membership
     def nodes(self) -> list[dict[str, Any]]:
@@ -217,6 +260,22 @@ class RayRubric(Rubric):
             return [
                 {"where": m.where, "slots": m.slots, "inflight": m.inflight} for m in self._members.values()
             ]
+
+    def describe(self) -> dict[str, Any]:
+        """What the scorer uses and what it left out, for status pages and logs: `nodes` (scoring),
+        `suspect` (re-probing), `excluded` (failed a probe: where -> why), `refused` (handshake),
+        `counts` (groups, retries, nodes joined / drained / failing their probe, ...)."""
+        with self._lock:
+            suspect = [m.where for m in self._members.values() if m.suspect]
+            excluded = {e["where"]: e["reason"] for e in self.excluded.values()}
+        return {
+            "nodes": self.nodes(),
+            "suspect": suspect,
+            "excluded": excluded,
+            "refused": list(self.refused.values()),
+            "counts": dict(self.counts),
+            "failure": str(self._failure) if self._failure else None,
+        }
 
     def _refresh_loop(self) -> None:
         while not self._stop.is_set():
@@ -235,11 +294,18 @@ class RayRubric(Rubric):
             for n in ray.nodes()
             if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) >= 1
         }
+        now = time.monotonic()
         with self._lock:
             gone = [m for nid, m in self._members.items() if nid not in alive]
             for m in gone:
                 del self._members[m.node_id]
-            new = [n for nid, n in alive.items() if nid not in self._members and nid not in self.refused]
+            new = [
+                n
+                for nid, n in alive.items()
+                if nid not in self._members
+                and nid not in self.refused
+                and self.excluded.get(nid, {}).get("retry_at", 0) <= now
+            ]
         for m in gone:
             self.counts["nodes_left"] += 1
             log.warning("ray scorer: node %s left", m.where)
@@ -249,6 +315,7 @@ class RayRubric(Rubric):
             self._spawn(new)
 
     def _spawn(self, nodes: list[dict[str, Any]]) -> None:
+        """Start an actor on each node; admit those that start, pass the handshake and their probe."""
         started = []
         for node in nodes:
             slots = self.config.node_slots or max(1, int(node["Resources"]["CPU"]))
@@ -258,38 +325,73 @@ class RayRubric(Rubric):
                 max_restarts=-1,
                 max_task_retries=0,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
-            ).remote(self.factory, slots, self.expected, where, self.config.niceness)
+            ).remote(
+                self.factory, slots, self.expected, where, self.config.niceness, self.config.probe_timeout_s
+            )
             started.append((node["NodeID"], where, slots, handle, handle.ready.remote()))
-        ready, waiting = [], [s[4] for s in started]
-        deadline = time.monotonic() + self.config.ready_timeout_s
-        while waiting and time.monotonic() < deadline and not self._stop.is_set():  # close() stops it
-            done, waiting = ray.wait(waiting, num_returns=len(waiting), timeout=0.5)
-            ready += done
+        ready = self._wait([s[4] for s in started], self.config.ready_timeout_s)
+        probing = []
         for node_id, where, slots, handle, ref in started:
-            try:
-                info = ray.get(ref, timeout=0) if ref in ready else None
-            except (RayError, GetTimeoutError) as exc:
-                info, reason = None, f"{type(exc).__name__}: {_last_line(exc)}"
-            else:
-                reason = "did not start in time"
-            if info is None or info["refusal"]:
+            info, reason = self._get(ref, ready, "did not start in time")
+            if info is None:
                 _kill(handle)
-                if info is None:
-                    log.warning("ray scorer: no actor on node %s (%s); retried later", where, reason)
-                    continue
+                log.warning("ray scorer: no actor on node %s (%s); retried later", where, reason)
+            elif info["refusal"]:
+                _kill(handle)
                 self.refused[node_id] = info["refusal"]
                 self.counts["nodes_refused"] += 1
                 log.error("ray scorer: %s", info["refusal"])
-                continue
-            self._add_member(node_id, where, handle, slots, info.get("priority", ""))
+            else:
+                probing.append((node_id, where, slots, handle, handle.probe.remote(), info))
+        answered = self._wait([p[4] for p in probing], self.config.probe_timeout_s + 10)
+        failed = []
+        for node_id, where, slots, handle, ref, info in probing:
+            failure, reason = self._get(ref, answered, f"no result in {self.config.probe_timeout_s:g} s")
+            failure = failure or (f"node {where} failed its probe job: {reason}" if reason else None)
+            if failure:
+                failed.append((node_id, where, handle, failure))
+            else:
+                self._add_member(node_id, where, handle, slots, info.get("priority", ""))
+        for node_id, where, _, failure in failed:
+            self._exclude(node_id, where, failure)
+            self.counts["nodes_failed_probe"] += 1
+        if failed:
+            self._dispose([f[2] for f in failed], [f[1] for f in failed])
         self._wake_all()
+
+    def _wait(self, refs: list[Any], timeout_s: float) -> list[Any]:
+        """The refs that finished within `timeout_s` (stops early when the scorer closes)."""
+        done, waiting = [], list(refs)
+        deadline = time.monotonic() + timeout_s
+        while waiting and time.monotonic() < deadline and not self._stop.is_set():
+            finished, waiting = ray.wait(waiting, num_returns=len(waiting), timeout=0.5)
+            done += finished
+        return done
+
+    @staticmethod
+    def _get(ref: Any, done: list[Any], late: str) -> tuple[Any, str]:
+        """(value, "") of a finished ref, or (None, why not)."""
+        if ref not in done:
+            return None, late
+        try:
+            return ray.get(ref, timeout=0), ""
+        except (RayError, GetTimeoutError) as exc:
+            return None, f"{type(exc).__name__}: {_last_line(exc)}"
+
+    def _exclude(self, node_id: str, where: str, reason: str) -> None:
+        retry_at = time.monotonic() + self.config.reprobe_s
+        with self._lock:
+            self.excluded[node_id] = {"where": where, "reason": reason, "retry_at": retry_at}
+        log.error("ray scorer: %s; it gets no groups (probed again in %.0f s)", reason, self.config.reprobe_s)
 
     def _add_member(self, node_id: str, where: str, handle: Any, slots: int, priority: str = "") -> None:
         member = _Member(node_id, where, handle, slots, slots * self.config.inflight_per_slot)
         with self._lock:
             self._members[node_id] = member
+            back = self.excluded.pop(node_id, None)
         self.counts["nodes_joined"] += 1
-        log.info("ray scorer: node %s joined (%d slots, %s)", where, slots, priority)
+        again = ", back: its probe passed" if back else ""
+        log.info("ray scorer: node %s joined (%d slots, %s%s)", where, slots, priority, again)
 
     def _drop(self, member: _Member) -> None:
         """Stop using an actor that errored; the refresher re-creates one if its node is alive."""
@@ -301,6 +403,47 @@ class RayRubric(Rubric):
         self._kick.set()
         self._wake_all()
 
+    # ------------------------------------------------------------------ node health
+    def _failed_group(self, member: _Member, reason: str) -> None:
+        """A group came back all unverified from `member`: after `drain_after` in a row, re-probe it."""
+        with self._lock:
+            member.failed_in_row += 1
+            member.last_failure = reason
+            check = member.failed_in_row >= self.config.drain_after and not member.suspect
+            if check:
+                member.suspect = True  # no new groups until the probe says
+        if check and not self._stop.is_set():
+            threading.Thread(target=self._recheck, args=(member,), name="rlvr-ray-probe", daemon=True).start()
+
+    def _recheck(self, member: _Member) -> None:
+        try:
+            failure = member.handle.probe.remote().future().result(self.config.probe_timeout_s + 10)
+        except concurrent.futures.TimeoutError:
+            failure = (
+                f"node {member.where} failed its probe job: no result in {self.config.probe_timeout_s:g} s"
+            )
+        except RayError as exc:
+            failure = f"node {member.where} failed its probe job: {type(exc).__name__}: {_last_line(exc)}"
+        if failure is None:
+            with self._lock:
+                member.suspect, member.failed_in_row = False, 0
+            log.warning("ray scorer: node %s passed its probe job again; kept", member.where)
+            self._wake_all()
+            return
+        with self._lock:
+            if self._members.get(member.node_id) is not member:
+                return
+            del self._members[member.node_id]
+        self._exclude(
+            member.node_id,
+            member.where,
+            f"node {member.where} drained: {member.failed_in_row} groups in a row came back unverified "
+            f"(last: {member.last_failure[:200]}) and it {failure.removeprefix(f'node {member.where} ')}",
+        )
+        self.counts["nodes_drained"] += 1  # after the log line: whoever sees the count sees the line
+        self._wake_all()  # its waiting groups go elsewhere; those in flight end with its actor
+        self._dispose([member.handle], [member.where])
+
     # ------------------------------------------------------------------ dispatch
     async def _acquire(self, exclude: set[str]) -> _Member | None:
         loop = asyncio.get_running_loop()
@@ -309,7 +452,7 @@ class RayRubric(Rubric):
                 candidates = [m for m in self._members.values() if m.node_id not in exclude]
                 if not candidates:
                     return None
-                free = [m for m in candidates if m.inflight < m.capacity]
+                free = [m for m in candidates if m.inflight < m.capacity and not m.suspect]
                 if free:
                     member = min(free, key=lambda m: m.inflight / m.capacity)
                     member.inflight += 1
@@ -337,31 +480,45 @@ class RayRubric(Rubric):
             except RuntimeError:  # that loop is closed; its waiter is gone with it
                 pass
 
+    async def score(self, sample: Sample) -> RewardResult:
+        """`Rubric.score`, but a scorer that cannot start raises `RemoteScorerError` (misconfigured)."""
+        await self._ensure_started()
+        return await super().score(sample)
+
+    async def score_group(self, samples: Sequence[Sample]) -> list[RewardResult]:
+        """`Rubric.score_group`, but a scorer that cannot start raises `RemoteScorerError`."""
+        await self._ensure_started()
+        return await super().score_group(samples)
+
+    async def _ensure_started(self) -> None:
+        if not self._started:
+            await asyncio.to_thread(self.start)
+
     async def _score(self, sample: Sample) -> RewardResult:
         return (await self._score_group([sample]))[0]
 
     async def _score_group(self, samples: Sequence[Sample]) -> list[RewardResult]:
         if not samples:
             return []
-        if not self._started:
-            await asyncio.to_thread(self.start)
         samples = list(samples)
         self.counts["groups"] += 1
         tried: set[str] = set()
         lost = ""
+        failed: list[RewardResult] | None = None
         for attempt in range(2):
             member = await self._acquire(tried)
             if member is None:
                 break
             tried.add(member.node_id)
+            if attempt:
+                self.counts["retried"] += 1
             try:
-                return self._checked(await self._call(member, samples), len(samples))
+                results = self._checked(await self._call(member, samples), len(samples))
             except RayActorError as exc:
                 lost = f"scoring node {member.where} lost: {type(exc).__name__}"
                 self.counts["node_errors"] += 1
                 self._drop(member)
-                if attempt == 0:
-                    self.counts["retried"] += 1
+                continue
             except asyncio.TimeoutError:
                 self.counts["timeouts"] += 1
                 reason = f"ray scorer: group not scored within {self.config.group_timeout_s}s (cancelled)"
@@ -372,6 +529,16 @@ class RayRubric(Rubric):
                 return [RewardResult.unverified(Status.ERROR, reason) for _ in samples]
             finally:
                 self._release(member)
+            if not _infra_failed(results):
+                member.failed_in_row = 0
+                if failed is not None:
+                    self.counts["rescued_groups"] += 1  # unverified on one node, verified on another
+                return results
+            self.counts["unverified_on_node"] += 1
+            self._failed_group(member, results[0].reason)
+            failed = results
+        if failed is not None:  # the same on a second node, or no other node: the group's own result
+            return failed
         self.counts["unverified_groups"] += 1
         reason = f"{lost}; not retried: no other live node" if lost else "ray scorer: no live scoring node"
         return [RewardResult.unverified(Status.ERROR, reason) for _ in samples]
@@ -398,7 +565,8 @@ class RayRubric(Rubric):
 
 
 async def connect(factory: RubricFactory, config: RayScorerConfig | None = None) -> RayRubric:
-    """A started `RayRubric`: joined the cluster, an actor ready on every usable node."""
+    """A started `RayRubric`: joined the cluster, a probed actor ready on every usable node.
+    Raises `RemoteScorerError` (one line: the address and what answered, or why no node can score)."""
     rubric = RayRubric(factory, config)
     await asyncio.to_thread(rubric.start)
     return rubric
@@ -408,9 +576,14 @@ def build_scorer(
     factory: RubricFactory, scorer: str = "local", *, local_slots: int = 2, **ray_options: Any
 ) -> Rubric:
     """The one switch for adapters and the reward server: `factory(local_slots)` here, or a
-    `RayRubric` over the cluster (`ray_options` are `RayScorerConfig` fields; it joins on first use)."""
+    `RayRubric` over the cluster (`ray_options` are `RayScorerConfig` fields; it joins on first use,
+    and raises `RemoteScorerError` there if it cannot). Raises `RemoteScorerError` at once when no
+    cluster address is given (option, `RAY_ADDRESS`, or a Ray connection already open here)."""
     if scorer == "local":
         return factory(local_slots)
     if scorer == "ray":
-        return RayRubric(factory, RayScorerConfig(**ray_options))
+        config = RayScorerConfig(**ray_options)
+        if not ray.is_initialized():
+            cluster_address(config.address)  # raises on a missing or malformed address
+        return RayRubric(factory, config)
     raise ValueError(f"unknown scorer {scorer!r}; expected 'local' or 'ray'")

@@ -20,26 +20,44 @@ from rubrics.remote.scorer import RayRubric, RayScorerConfig, RemoteScorerError,
 SAMPLES = [Sample(prompt="", completion=str(i), answer=str(i)) for i in range(3)]
 
 
-class Handle:
-    """An actor handle whose `score_group.remote(samples)` answers with `reply(samples)`."""
+def ref(value: Any = None, error: Exception | None = None) -> Any:
+    done: concurrent.futures.Future = concurrent.futures.Future()
+    done.set_exception(error) if error else done.set_result(value)
+    return type("Ref", (), {"future": lambda self: done})()
 
-    def __init__(self, reply: Any) -> None:
+
+class Handle:
+    """An actor handle whose `score_group.remote(samples)` answers with `reply(samples)` and whose
+    `probe.remote()` answers `probe` (None: passed; else the failure line)."""
+
+    def __init__(self, reply: Any, probe: str | None = None) -> None:
         self.reply = reply
         self.calls = 0
+        self.probes = 0
         self.score_group = self
+        self.probe = type("Probe", (), {"remote": self._probe})()
+        self.probe_answer = probe
 
     def remote(self, samples: list[Sample]) -> Any:
         self.calls += 1
-        done: concurrent.futures.Future = concurrent.futures.Future()
         try:
-            done.set_result(self.reply(samples))
+            return ref(self.reply(samples))
         except Exception as exc:  # noqa: BLE001
-            done.set_exception(exc)
-        return type("Ref", (), {"future": lambda self: done})()
+            return ref(error=exc)
+
+    def _probe(self) -> Any:
+        self.probes += 1
+        return ref(self.probe_answer)
 
 
 def ok(samples: list[Sample]) -> list[RewardResult]:
     return [RewardResult(score=1.0) for _ in samples]
+
+
+def no_sandbox(samples: list[Sample]) -> list[RewardResult]:  # what a node without bubblewrap returns
+    return [
+        RewardResult.unverified(Status.ERROR, "sandbox failed: SandboxUnavailable: bubblewrap not found")
+    ] * len(samples)
 
 
 def raises(exc: Exception):
@@ -49,8 +67,8 @@ def raises(exc: Exception):
     return reply
 
 
-def scorer(*handles: Handle) -> RayRubric:
-    rubric = RayRubric(MathNodeRubric(), RayScorerConfig(inflight_per_slot=1))
+def scorer(*handles: Handle, **options: Any) -> RayRubric:
+    rubric = RayRubric(MathNodeRubric(), RayScorerConfig(inflight_per_slot=1, **options))
     for i, handle in enumerate(handles):
         rubric._add_member(f"node{i}", f"127.0.0.{i + 2}", handle, slots=1)
     rubric._started = True
@@ -140,3 +158,72 @@ def test_no_address_is_a_clear_error(monkeypatch):
     with pytest.raises(RemoteScorerError, match="no Ray cluster address.*ray start --head"):
         RayRubric(MathNodeRubric()).start()
     assert not ray.is_initialized()  # nothing was started locally
+
+
+async def wait_for(condition, what: str) -> None:
+    """Poll observable state (the re-probe runs on its own thread), bounded."""
+    for _ in range(2000):
+        if condition():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"never: {what}")
+
+
+async def test_a_node_that_cannot_score_is_drained_and_its_groups_verified_elsewhere(caplog):
+    broken = Handle(no_sandbox, probe="node 127.0.0.2 failed its probe job: error: sandbox failed")
+    live = Handle(ok)
+    rubric = scorer(broken, live, drain_after=2)
+    first = await rubric.score_group(SAMPLES)  # least loaded: the broken node first, then retried
+    second = await rubric.score_group(SAMPLES)
+    assert all(r.score == 1.0 for r in first + second)
+    assert broken.calls >= 1 and live.calls == 2
+    await wait_for(lambda: rubric.counts["nodes_drained"] == 1, "the broken node drained")
+    assert broken.probes == 1 and [n["where"] for n in rubric.nodes()] == ["127.0.0.3"]
+    described = rubric.describe()
+    assert "sandbox failed" in described["excluded"]["127.0.0.2"]
+    assert "drained" in described["excluded"]["127.0.0.2"] and described["counts"]["rescued_groups"] >= 1
+    drained = [m for m in caplog.messages if "drained" in m]
+    assert len(drained) == 1 and "127.0.0.2" in drained[0] and "probed again" in drained[0]
+    calls = broken.calls
+    assert all(r.score == 1.0 for r in await rubric.score_group(SAMPLES))
+    assert broken.calls == calls  # a drained node gets no more groups
+
+
+async def test_unverified_groups_that_are_the_datas_keep_the_node():
+    bad_suite = Handle(lambda s: [RewardResult.unverified(Status.ERROR, "bad test suite: no tests")] * len(s))
+    rubric = scorer(bad_suite, drain_after=2)
+    for _ in range(2):  # the only node: nowhere to retry, returned as they are
+        results = await rubric.score_group(SAMPLES)
+        assert all(r.score is None and "bad test suite" in r.reason for r in results)
+    await wait_for(lambda: bad_suite.probes == 1 and not rubric.describe()["suspect"], "re-probed and kept")
+    assert [n["where"] for n in rubric.nodes()] == ["127.0.0.2"] and rubric.counts["nodes_drained"] == 0
+
+
+async def test_a_suspect_node_gets_no_new_groups_until_its_probe_answers():
+    gate = concurrent.futures.Future()
+
+    class Waits(Handle):
+        def _probe(self):
+            self.probes += 1
+            return type("Ref", (), {"future": lambda self: gate})()
+
+    broken, live = Waits(no_sandbox), Handle(ok)
+    rubric = scorer(broken, live, drain_after=1)
+    assert all(r.score == 1.0 for r in await rubric.score_group(SAMPLES))  # broken, then retried
+    await wait_for(lambda: broken.probes == 1, "re-probe sent")
+    calls = broken.calls
+    for _ in range(3):
+        assert all(r.score == 1.0 for r in await rubric.score_group(SAMPLES))
+    assert broken.calls == calls and rubric.describe()["suspect"] == ["127.0.0.2"]
+    gate.set_result("node 127.0.0.2 failed its probe job: error: sandbox failed")
+    await wait_for(lambda: rubric.counts["nodes_drained"] == 1, "drained after the probe failed")
+
+
+def test_build_scorer_without_an_address_raises_at_construction(monkeypatch):
+    if ray.is_initialized():
+        pytest.skip("this process is already connected to a cluster")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with pytest.raises(RemoteScorerError, match="no Ray cluster address"):
+        build_scorer(MathNodeRubric(), "ray")
+    with pytest.raises(RemoteScorerError, match="not host:port"):
+        build_scorer(MathNodeRubric(), "ray", address="head-node")
