@@ -271,6 +271,60 @@ def test_process_scores_on_the_cluster(cluster, vllm_server, tmp_path):
     assert "'nodes_joined': 2" in summary and "'groups': 3" in summary, summary
 
 
+BWRAP_SWITCH = """#!/bin/sh
+# bubblewrap on this node only: broken (exit 1, as a missing or unusable bwrap) while {flag} exists
+if [ -e {flag} ]; then echo "bwrap: broken on this node" >&2; exit 1; fi
+exec {real} "$@"
+"""
+
+
+async def test_a_node_that_cannot_score_gets_no_groups_and_is_drained(cluster, scorer, caplog):
+    """Node 127.0.0.5 finds a `bwrap` on its PATH that fails while a flag file exists: it is kept out
+    until its probe job passes, and drained (its groups verified elsewhere) when it breaks later."""
+    bindir = Path(tempfile.mkdtemp(prefix="rlvr-bwrap-", dir="/tmp"))
+    bindir.chmod(0o755)  # the pool execs bwrap after dropping to its sandbox uid (nobody, when root)
+    flag = bindir / "broken"
+    flag.touch()
+    (bindir / "bwrap").write_text(BWRAP_SWITCH.format(flag=flag, real=shutil.which("bwrap")))
+    (bindir / "bwrap").chmod(0o755)
+    path = f"{bindir}:{os.environ['PATH']}"
+    node = cluster.add_node(node_ip_address="127.0.0.5", env_vars={"PATH": path}, **NODE)
+    try:
+        # warm_pool off: every job starts bwrap, so breaking it later reaches the jobs, not only new pools
+        factory = CodeNodeRubric("bwrap", {"sandbox_options": {"warm_pool": False}})
+        rubric = await scorer(factory, refresh_s=0.5, reprobe_s=1.0)
+        described = rubric.describe()
+        assert sorted(n["where"] for n in rubric.nodes()) == ["127.0.0.2", "127.0.0.3"]
+        assert "failed its probe job" in described["excluded"]["127.0.0.5"]
+        assert "broken on this node" in described["excluded"]["127.0.0.5"]
+        assert rubric.counts["nodes_failed_probe"] == 1
+        assert any("127.0.0.5 failed its probe job" in m for m in caplog.messages)
+
+        flag.unlink()  # fixed: the next probe passes and the node joins
+        deadline = time.monotonic() + 120
+        while "127.0.0.5" not in [n["where"] for n in rubric.nodes()] and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)  # polling the observable state, bounded
+        assert "127.0.0.5" in [n["where"] for n in rubric.nodes()]
+        rubric.config.reprobe_s = 300.0  # once drained below, it stays out for the rest of the test
+        flag.touch()  # broken again, after it was admitted
+        groups = [[solution(p, variant=v) for v in range(2)] for p in PROBLEMS[:16]]
+        results = await asyncio.gather(*(rubric.score_group(g) for g in groups))
+        assert [r.score for g in results for r in g] == [1.0] * 32  # every one verified elsewhere
+        assert rubric.counts["rescued_groups"] >= 1
+        deadline = time.monotonic() + 120
+        while rubric.counts["nodes_drained"] < 1 and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)  # polling the observable state, bounded
+        described = rubric.describe()
+        assert described["counts"]["nodes_drained"] == 1
+        assert "127.0.0.5" not in [n["where"] for n in described["nodes"]]
+        assert "drained" in described["excluded"]["127.0.0.5"]
+        drained = [m for m in caplog.messages if "node 127.0.0.5 drained" in m]
+        assert len(drained) == 1 and "broken on this node" in drained[0], drained
+    finally:
+        cluster.remove_node(node)
+        shutil.rmtree(bindir, ignore_errors=True)
+
+
 async def test_killed_actor_is_retried_elsewhere_and_replaced(scorer):
     rubric = await scorer(code_rubric, refresh_s=0.5)
     victim = next(m for m in rubric._members.values() if m.where == "127.0.0.3")
