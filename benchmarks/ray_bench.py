@@ -12,7 +12,11 @@ benchmarks/data/math_cases.jsonl in batches of 32, 4 in flight. Every verdict is
 local one (code: all 1.0). Memory: USS/RSS (psutil) of each node's Ray processes, idle and after the
 runs (actor + its pools). The N-node projection uses the measured per-node rate and per-call cost.
 
-Usage: python benchmarks/ray_bench.py [--problems N] [--group G] [--rounds R]
+Driver CPU per group call = CPU time (user + system, every thread of the driver process, Ray's own
+included) over `--ping-rounds` rounds of `--pings` sequential calls; it grows with the machine's
+load (more context switches, colder caches), so the load average of each round is printed with it.
+
+Usage: python benchmarks/ray_bench.py [--problems N] [--group G] [--rounds R] [--ping-only]
 """
 
 from __future__ import annotations
@@ -112,19 +116,56 @@ def driver_cpu() -> float:
     return t.user + t.system
 
 
-async def ping_cost(address: str, calls: int) -> tuple[float, float]:
-    """p50 ms of one group call (8 trivial samples) and driver CPU ms per call."""
+def load1() -> float:
+    return float(open("/proc/loadavg").read().split()[0])
+
+
+async def ping_cost(address: str, calls: int, rounds: int) -> list[tuple[float, float, float]]:
+    """Per round of `calls` sequential group calls (8 trivial samples each): p50 ms of one call,
+    driver CPU ms per call (the whole driver process: every thread, Ray's included), load average."""
     rubric = await connect(ExactNode(), RayScorerConfig(address=address))
     group = [Sample(prompt="", completion="4", answer="4")] * 8
     await rubric.score_group(group)
-    lat, cpu0 = [], driver_cpu()
-    for _ in range(calls):
-        t = time.perf_counter()
-        await rubric.score_group(group)
-        lat.append((time.perf_counter() - t) * 1000)
-    cpu = (driver_cpu() - cpu0) * 1000 / calls
+    out = []
+    for _ in range(rounds):
+        lat, cpu0 = [], driver_cpu()
+        for _ in range(calls):
+            t = time.perf_counter()
+            await rubric.score_group(group)
+            lat.append((time.perf_counter() - t) * 1000)
+        out.append((statistics.median(lat), (driver_cpu() - cpu0) * 1000 / calls, load1()))
     await rubric.aclose()
-    return statistics.median(lat), cpu
+    return out
+
+
+def print_ping(pings: list[tuple[float, float, float]], calls: int) -> float:
+    """Print the Ray floor; returns the median driver CPU ms per group call."""
+    p50s, cpus, loads = zip(*pings, strict=True)
+    cpu = statistics.median(cpus)
+    print(f"ray floor ({len(pings)} rounds x {calls} sequential group calls of 8 trivial samples): "
+          f"p50 {statistics.median(p50s):.2f} ms ({min(p50s):.2f}-{max(p50s):.2f}), driver CPU "
+          f"{cpu:.2f} ms/call ({min(cpus):.2f}-{max(cpus):.2f}), load avg {min(loads):.1f}-{max(loads):.1f}")  # fmt: skip
+    print(
+        "  per round (p50 ms / CPU ms / load): " + ", ".join(f"{a:.2f}/{b:.2f}/{c:.1f}" for a, b, c in pings)
+    )
+    return cpu
+
+
+async def ping_only(args) -> None:
+    import ray
+    from ray.cluster_utils import Cluster
+
+    tmp = Path(tempfile.mkdtemp(prefix="ray_bench-", dir="/tmp"))  # AF_UNIX paths ≤ 107 bytes
+    (tmp / "ray").mkdir()
+    os.environ["TMPDIR"] = str(tmp)
+    cluster = Cluster(initialize_head=True, head_node_args=dict(node_ip_address=NODES[0], **NODE))
+    cluster.add_node(node_ip_address=NODES[1], **NODE)
+    cluster.wait_for_nodes()
+    pings = await ping_cost(cluster.address, args.pings, args.ping_rounds)
+    ray.shutdown()
+    cluster.shutdown()
+    print(f"ray_bench --ping-only: 2 nodes x 1 slot; cpus={os.cpu_count()}")
+    print_ping(pings, args.pings)
 
 
 async def run(args) -> None:
@@ -176,8 +217,8 @@ async def run(args) -> None:
                     if "timeout" not in (a.status.value, b.status.value)
                 )
     busy = {ip: node_memory(ip) for ip in NODES}
-    ping_ms, ping_cpu = await ping_cost(cluster.address, args.pings)
-    load1 = open("/proc/loadavg").read().split()[0]
+    pings = await ping_cost(cluster.address, args.pings, args.ping_rounds)
+    load_end = load1()
     for r in (ray_code, ray_math):
         await r.aclose()
     await local_code.aclose()
@@ -194,7 +235,7 @@ async def run(args) -> None:
     }
     print(f"ray_bench: 2 nodes x 1 slot vs local 2 slots; {len(groups)} code groups x {args.group}, "
           f"{len(batches)} math batches x 32; {args.rounds} rounds; cpus={os.cpu_count()}, "
-          f"load avg {load0} -> {load1}")  # fmt: skip
+          f"load avg {load0} -> {load_end}")  # fmt: skip
     print(f"{'mode':<12}{'items/s':>10}{'vs local':>10}   per round")
     for name, value in med.items():
         base = med[name.split()[0] + " local"]
@@ -204,7 +245,7 @@ async def run(args) -> None:
     print(f"verdict mismatches vs local (timeouts excluded): {mismatches}")
     print(f"targets (median of per-round ratios): code groups >= 0.85x: {code_ratio:.2f}x; "
           f"math batches >= 0.75x: {math_ratio:.2f}x")  # fmt: skip
-    print(f"ray floor: group call p50 {ping_ms:.2f} ms, driver CPU {ping_cpu:.2f} ms/call")
+    ping_cpu = print_ping(pings, args.pings)
     print(f"start-up: cluster {up_s:.1f} s, 4 node actors ready {actors_s:.1f} s")
     print("memory per node (MiB, USS / RSS / processes):")
     for ip in NODES:
@@ -228,8 +269,11 @@ def main() -> None:
     parser.add_argument("--problems", type=int, default=24)
     parser.add_argument("--group", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--pings", type=int, default=200)
-    asyncio.run(run(parser.parse_args()))
+    parser.add_argument("--pings", type=int, default=200, help="group calls per ping round")
+    parser.add_argument("--ping-rounds", type=int, default=5)
+    parser.add_argument("--ping-only", action="store_true", help="only the Ray floor (per-call cost)")
+    args = parser.parse_args()
+    asyncio.run(ping_only(args) if args.ping_only else run(args))
 
 
 if __name__ == "__main__":
