@@ -190,9 +190,8 @@ class RayRubric(Rubric):
                 if not self._members:
                     why = "; ".join([*self.refused.values(), *(e["reason"] for e in self.excluded.values())])
                     raise RemoteScorerError(f"no Ray node can score: {why or 'no alive node with CPUs'}")
-            except RemoteScorerError as exc:
+            except RemoteScorerError as exc:  # raised, not logged: the caller shows it (one line)
                 self._failure = exc
-                log.error("ray scorer: %s", exc)
                 raise
             self._refresher = threading.Thread(target=self._refresh_loop, name="rlvr-ray-nodes", daemon=True)
             self._refresher.start()
@@ -299,6 +298,8 @@ class RayRubric(Rubric):
             gone = [m for nid, m in self._members.items() if nid not in alive]
             for m in gone:
                 del self._members[m.node_id]
+            for nid in [nid for nid in self.excluded if nid not in alive]:
+                del self.excluded[nid]  # left the cluster (counted when it was excluded)
             new = [
                 n
                 for nid, n in alive.items()
@@ -344,6 +345,10 @@ class RayRubric(Rubric):
             else:
                 probing.append((node_id, where, slots, handle, handle.probe.remote(), info))
         answered = self._wait([p[4] for p in probing], self.config.probe_timeout_s + 10)
+        if self._stop.is_set():  # closed meanwhile: none of them is used
+            for p in probing:
+                _kill(p[3])
+            return
         failed = []
         for node_id, where, slots, handle, ref, info in probing:
             failure, reason = self._get(ref, answered, f"no result in {self.config.probe_timeout_s:g} s")
