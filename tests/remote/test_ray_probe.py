@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from rubrics.remote_node import CodeNodeRubric, MathNodeRubric, RubricHost, fingerprint
+pytest.importorskip("ray")  # the rubrics.remote package imports it
+
+from rubrics.remote.node import CodeNodeRubric, MathNodeRubric, RubricHost, fingerprint  # noqa: E402
 
 
 async def probe(factory) -> str | None:
