@@ -62,9 +62,10 @@ BUILTINS: dict[str, Callable[[Mapping[str, Any]], Rubric]] = {
 }
 
 
-def check_specs(specs: Sequence[str]) -> None:
-    """Raise (ValueError, ImportError, AttributeError) for a spec that cannot build, without building
-    anything (the command checks before it starts server processes)."""
+def _specs(specs: Sequence[str]) -> list[tuple[str, str, Any]]:
+    """(name, target, what it names) per spec: a built-in's factory (target "") or the imported
+    object. Raises ValueError / ImportError / AttributeError for a spec that cannot build."""
+    out = []
     for spec in (s.strip() for s in specs if s.strip()):
         name, _, target = spec.partition("=")
         if not target:
@@ -72,31 +73,26 @@ def check_specs(specs: Sequence[str]) -> None:
                 raise ValueError(
                     f"unknown built-in rubric {name!r}; built-ins: {', '.join(sorted(BUILTINS))}"
                 )
+            out.append((name, "", BUILTINS[name]))
             continue
         module, _, attr = target.partition(":")
         if not module or not attr:
             raise ValueError(f"rubric spec {spec!r}: expected name=module:attr")
-        getattr(importlib.import_module(module), attr)
+        out.append((name, target, getattr(importlib.import_module(module), attr)))
+    return out
+
+
+def check_specs(specs: Sequence[str]) -> None:
+    """Raise for a spec that cannot build, without building anything (the command checks before it
+    starts server processes)."""
+    _specs(specs)
 
 
 def build_rubrics(specs: Sequence[str], options: Mapping[str, Any] | None = None) -> dict[str, Rubric]:
     """Rubrics by name from specs (see module doc). Raises ValueError for a malformed spec."""
-    options = options or {}
     rubrics: dict[str, Rubric] = {}
-    for spec in (s.strip() for s in specs if s.strip()):
-        name, _, target = spec.partition("=")
-        if not target:
-            if name not in BUILTINS:
-                raise ValueError(
-                    f"unknown built-in rubric {name!r}; built-ins: {', '.join(sorted(BUILTINS))}"
-                )
-            rubrics[name] = BUILTINS[name](options)
-            continue
-        module, _, attr = target.partition(":")
-        if not module or not attr:
-            raise ValueError(f"rubric spec {spec!r}: expected name=module:attr")
-        obj = getattr(importlib.import_module(module), attr)
-        rubric = obj if isinstance(obj, Rubric) else obj()
+    for name, target, obj in _specs(specs):
+        rubric = obj(options or {}) if not target else obj if isinstance(obj, Rubric) else obj()
         if not isinstance(rubric, Rubric):
             raise ValueError(f"{target} gave {type(rubric).__name__}, not a Rubric")
         rubrics[name] = rubric
