@@ -238,8 +238,9 @@ def _has_bad(e) -> bool:
     return e.has(sp.nan, sp.zoo) or e is sp.nan
 
 
-def values_equal(pred: str, gold: str) -> bool:
-    """Value equality of two expressions (see module docstring); raises ConvertError / TooComplex."""
+def values_equal(pred: str, gold: str, round_exact: bool = False) -> bool:
+    """Value equality of two expressions (see module docstring); raises ConvertError / TooComplex.
+    `round_exact`: an exact value answers a decimal gold it rounds to (`numeric.close`)."""
     sp = _sympy()[0]
     p, g = to_sympy(pred), to_sympy(gold)
     if _has_bad(p) or _has_bad(g):
@@ -258,7 +259,7 @@ def values_equal(pred: str, gold: str) -> bool:
             if value is None or abs(value.imag) > 0 or not exact.is_real:
                 return False
             as_num = Num(_frac(sp.Rational(str(sp.N(exact, 60)))), -1, 0)
-            return close(p_num, as_num) if p_num is not None else close(as_num, g_num)
+            return close(p_num, as_num) if p_num is not None else close(as_num, g_num, round_exact)
         diff = p - g
         if diff == 0:
             return True

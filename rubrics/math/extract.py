@@ -40,9 +40,11 @@ _TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _ANCHOR = re.compile(
     r"(?:final\s+answer|the\s+answer|answer)\s*(?:is|are|should\s+be|would\s+be|:|：|=)\s*"
     r"|\banswer\s*(?=\$|\\\(|\\\[)"
-    r"|réponse\s*(?:est|:|：)\s*|答案\s*(?:是|为|:|：)\s*"
-    r"|(?:respuesta|resposta|risposta|antwort|ответ|答え|정답|답|उत्तर|cevap|yanıt|đáp\s+án|jawaban(?:nya)?|الإجابة|الجواب)"
-    r"(?:\s+final[e]?)?\s*(?:es|é|è|ist|lautet|est|là|adalah|هي|है|は|은|는|:|：|=)?\s*"
+    r"|réponse(?:\s+finale)?\s*(?:est|:|：|[—–])\s*|答案\s*(?:是|为|:|：)\s*"
+    r"|(?:respuesta|resposta|risposta|antwort|antwoord|ответ|відповідь|odpowiedź|odpověď|svar|答え|정답|답|उत्तर"
+    r"|cevap|yanıt|đáp\s+án|jawaban(?:nya)?|الإجابة|الجواب)"
+    r"(?:\s+final[e]?)?\s*(?:es|é|è|ist|lautet|est|is|är|er|je|là|adalah|равен|равна|равно|составляет|дорівнює"
+    r"|wynosi|هي|है|は|은|는|:|：|=|[—–])?\s*"
     r"(?=\$|\\\(|\\\[|\d|-\s*\d|\*\*|\\boxed)",
     re.IGNORECASE,
 )
@@ -71,14 +73,18 @@ _CLAUSE = re.compile(
     r"gives|yields|results\s+in|conclude\s+(?:that)?)(?![A-Za-z]))",
     re.IGNORECASE,
 )
+# thousands grouped by a space of any width or an apostrophe (`4 500`, `4\u00a0500`, `4\u202f500`,
+# `1'000`, `1’000`): one number, never the two candidates `4` and `500`
+_GROUPED = r"-?\d{1,3}(?:[ \u00a0\u2007\u2009\u202f'’](?=\d{3}(?!\d))\d{3})+(?:[.,]\d+)?"
 _CANDIDATE = re.compile(
-    r"\\frac\{[^{}]*\}\{[^{}]*\}|(?<![A-Za-z\d.])(?:-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+(?:\.\d+)?)?\s*%?"
-    r"|-?\.\d+)(?![A-Za-z\d])"
+    r"\\frac\{[^{}]*\}\{[^{}]*\}|(?<![A-Za-z\d.])(?:" + _GROUPED + r"(?![\d'’])\s*%?|"
+    r"-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+(?:\.\d+)?)?\s*%?|-?\.\d+)(?![A-Za-z\d])"
 )
 
 
 _ANCHOR_KEY = re.compile(
-    "answer|réponse|答案|respuesta|resposta|risposta|antwort|ответ|答え|답|उत्तर|cevap|yanıt|đáp|jawaban|الإجابة|الجواب",
+    "answer|réponse|答案|respuesta|resposta|risposta|antwort|antwoord|ответ|відповідь|odpowiedź|odpověď|svar|答え|답"
+    "|उत्तर|cevap|yanıt|đáp|jawaban|الإجابة|الجواب",
     re.IGNORECASE,
 )
 

@@ -24,7 +24,7 @@ _VULGAR = re.compile("[\u00bc-\u00be\u2150-\u215e]")
 _DOTS = re.compile(
     r"(?<![\d.,])(\d{1,3})((?:\.\d{3}){2,})(?![\d.])|(?<![\d.,])(\d{1,3})((?:\.\d{3})+),(\d+)(?![\d.,])"
 )
-_APOSTROPHE = re.compile(r"(?<![\d'])(\d{1,3})((?:'\d{3})+)(?![\d'])")
+_APOSTROPHE = re.compile(r"(?<![\d'’ʼ])(\d{1,3})((?:['’ʼ]\d{3})+)(?![\d'’ʼ])")
 _BRACE_COMMA = re.compile(r"(?<=\d)\{,\}(?=\d{1,2}(?!\d)|\d{4,})")
 _ELLIPSIS = r"(?:\.\.\.|\\ldots|\\dots|\\cdots|…)"
 _OVERLINE = re.compile(r"(?<![\d.])(\d*)\.(\d*)\\(?:overline|bar)\s*(?:\{(\d+)\}|(\d))")
@@ -88,7 +88,7 @@ def numerals(s: str) -> str:
     if not re.search(r"\d", s):
         return s
     s = _DOTS.sub(_ungroup, s)
-    s = _APOSTROPHE.sub(lambda m: m.group(1) + m.group(2).replace("'", ""), s)
+    s = _APOSTROPHE.sub(lambda m: m.group(1) + re.sub("['’ʼ]", "", m.group(2)), s)
     s = _BRACE_COMMA.sub(".", s)
     if "\\" in s:
         s = _OVERLINE.sub(

@@ -1,7 +1,10 @@
-"""Exact numbers without a CAS: integers, decimals and fractions as `Fraction`, and the tolerance rule.
+r"""Exact numbers without a CAS: integers, decimals and fractions as `Fraction`, and the tolerance rule.
 
-Tolerance comes from the gold's stated precision: a gold written with k decimals accepts any value
-within half a unit of its last digit. An exact gold (integer, fraction, surd) accepts a decimal
+Tolerance comes from the gold's stated precision: a gold written with k decimals accepts any decimal
+within half a unit of its last digit (`0.333` = `0.33`). An exact prediction (`1/3`, `0.\overline{3}`)
+is another number than such a rounded gold: it matches only its own value (`1/2` = `0.5`) or, as
+below, a gold of at least 6 significant digits (`\sqrt2` = `1.41421356`), unless
+`MathPolicy.rounded_golds` says exact answers round. An exact gold (integer, fraction, surd) accepts a decimal
 prediction only when that decimal has at least 6 significant digits and is the correct rounding
 at its own precision (`0.333` ≠ 1/3, `0.3333333333` = 1/3). Exact values compare exactly, so tiny
 magnitudes (`1/2^99` vs `1/2^98`) never collapse.
@@ -31,7 +34,13 @@ class Num:
         return self.decimals >= 0
 
 
+_SPACED = re.compile(r"\d\s+\d")
+_GROUPS = re.compile(r"[+-]?\s*\d{1,3}(?: \d{3})+(?:\.\d*)?")
+
+
 def _plain(s: str) -> Num | None:
+    if _SPACED.search(s) and not _GROUPS.fullmatch(s.strip()):
+        return None  # `4 5` and `1 2 3` are no numbers (never 45, 123); `4 500` is
     s = s.replace(" ", "")
     if not _PLAIN.fullmatch(s) or len(s) > MAX_DIGITS:
         return None
@@ -81,14 +90,15 @@ def is_reduced_fraction(text: str) -> bool:
     return len(nums) != 2 or Fraction(nums[0], nums[1]).numerator == nums[0]
 
 
-def close(pred: Num, gold: Num) -> bool:
-    """Equality under the gold-precision rule (module docstring)."""
+def close(pred: Num, gold: Num, round_exact: bool = False) -> bool:
+    """Equality under the gold-precision rule (module docstring); `round_exact` is
+    `MathPolicy.rounded_golds == "exact_rounds"`."""
     if pred.value == gold.value:
         return True
     diff = abs(pred.value - gold.value)
     if gold.inexact:
-        if not pred.inexact and gold.sig < 2:
-            return False  # one significant digit is no rounding of an exact value: 1/3 is not 0.3
+        if not pred.inexact and gold.sig < (2 if round_exact else 6):
+            return False  # 1/3 is not the number 0.33 (one significant digit rounds nothing: 0.3)
         return diff <= Fraction(1, 2 * 10**gold.decimals)
     if pred.inexact:
         return pred.sig >= 6 and diff <= Fraction(1, 2 * 10**pred.decimals)
@@ -118,4 +128,4 @@ def cheap_numbers(pred: str, gold: str, policy: MathPolicy) -> bool | None:
         g = Num(g.value * scale, g.decimals + 2 if g.inexact else -1, g.sig) if g_pct else g
     if not policy.unreduced_fractions and is_reduced_fraction(g_text) and not is_reduced_fraction(p_text):
         return False
-    return close(p, g)
+    return close(p, g, policy.rounded_golds == "exact_rounds")

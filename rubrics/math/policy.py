@@ -26,8 +26,9 @@ Fixed rules (no switch: every reading but one pays wrong answers):
 * Numbers: native digits (`٤٥`, `४५`), full-width forms, no-break/thin spaces, dot- or apostrophe-
   grouped thousands (`7.654.321`, `1'234'567`) and the LaTeX decimal comma `3{,}75` are read as
   written (`rubrics.math.numerals`); repeating decimals (`0.\overline{6}`, `0.1\dot{6}`, `0.(3)`,
-  `0.1666…`) and mixed numbers (`66\frac23`) are exact. An exact prediction matches a decimal gold
-  by rounding only when the gold has at least two significant digits (`1/3` ≠ `0.3`, `\sqrt2` = `1.41`).
+  `0.1666…`) and mixed numbers (`66\frac23`) are exact. A decimal gold accepts decimals to its stated
+  precision (`0.333` = `0.33`); an exact prediction must be its value (`1/2` = `0.5`, `1/3` ≠ `0.33`)
+  unless `rounded_golds="exact_rounds"` (then `\sqrt2` = `1.41`, still `1/3` ≠ `0.3`).
 * Sets of reals: unions merge, `\mathbb{R}` is `(-\infty,\infty)`, `\mathbb{R}\setminus\{a\}` and
   `x \neq a` are the line minus a point, `or`/`and` join inequalities (`rubrics.math.intervals`).
 * Domains: identities are proved over the reals. Points of both signs screen every identity, so
@@ -47,18 +48,18 @@ from typing import Literal
 
 @dataclass(frozen=True)
 class MathPolicy:
-    """How `verify` extracts and compares answers.
+    r"""How `verify` extracts and compares answers.
 
-    percent: "unit" (default) reads `%` as a unit label: `28\\%` = `28` = `28 percent`, and `0.28`
-        does NOT match a `28\\%` gold. "value" reads `%` as x/100: `28\\%` = `0.28`, and `28` does
-        not match `28\\%`. A `%` in the prediction never matters unless the gold carries one
+    percent: "unit" (default) reads `%` as a unit label: `28\%` = `28` = `28 percent`, and `0.28`
+        does NOT match a `28\%` gold. "value" reads `%` as x/100: `28\%` = `0.28`, and `28` does
+        not match `28\%`. A `%` in the prediction never matters unless the gold carries one
         (no ×100 fudge: gold `50` never accepts `0.5`).
     decimal_comma: False (default): `1,5` is the list (1, 5) and `1,000` is one thousand. True reads
         a comma between digits that is not a thousands group (`2,74`) as a decimal point.
     unreduced_fractions: True (default) accepts `2/4` for `1/2`; False requires lowest terms when
         the gold is a reduced fraction.
-    degrees: "strip" (default) reads `90^\\circ` as 90; "radians" also accepts `\\pi/2` for a
-        `90^\\circ` gold.
+    degrees: "strip" (default) reads `90^\circ` as 90; "radians" also accepts `\pi/2` for a
+        `90^\circ` gold.
     relation_direction: "both" (default): a solved one-variable inequality (`-1 < x < 2`,
         `x < 0 \text{ or } x > 5`, `x \neq 2`) and its solution set (`(-1, 2)`) answer each other
         in either direction: they denote one set, and an unsolved restatement (`x^2 > 4`) is never
@@ -71,12 +72,21 @@ class MathPolicy:
         unit to answer in). Different dimensions never match in either mode.
     list_order: "set" (default): a bare list `4, 10, -2` is compared as a set (a box per solution
         gives no order either); "ordered" compares bare lists element by element (Hendrycks MATH).
-        Bracketed tuples/intervals are always ordered, `\\{…\\}` sets never.
+        Bracketed tuples/intervals are always ordered, `\{…\}` sets never.
     prose_fallback: True (default): with no box, `<answer>` tag or "answer is"/"Answer:" anchor,
         grade the completion's final statement only when it holds exactly one candidate answer,
         no hedge words and no grader-directed text. It is never a last-number-anywhere search:
         a hedge ("3 or 5"), a second candidate or a question mark in that statement means
         no answer. False: such completions have no answer.
+    rounded_golds: "decimals" (default): a gold written as a decimal (`0.33`) is that number, read to
+        its stated precision: it accepts decimals within half a unit of its last digit (`0.333`,
+        `0.3349`), and an exact answer only when it is the gold's own value (`1/2` = `0.5`). An
+        exact answer that merely rounds to it (`\frac13`, `0.\overline{3}`, `0.\dot{3}`, `0.(3)`,
+        `0.333…`, `\sqrt2` for `1.41`) is another number: a mismatch. A gold of 6 or more
+        significant digits (`1.41421356`) stands for the exact value, as `0.3333333333` answers
+        1/3. "exact_rounds" also accepts an exact answer whose value rounds to the gold, when the
+        gold has at least two significant digits (`\frac13` = `0.33`, `\sqrt2` = `1.41`, never `1/3` = `0.3`): for data
+        sets whose golds are roundings of exact answers the prompt did not ask to round.
     cas_timeout_s: hard wall-clock deadline for the CAS part of one check (worker killed after it).
     max_chars: a completion longer than this is not searched (no answer); answers longer than
         `max_answer_chars` are compared as strings only (`too_complex`).
@@ -90,6 +100,7 @@ class MathPolicy:
     units: Literal["convert", "same"] = "convert"
     list_order: Literal["set", "ordered"] = "set"
     prose_fallback: bool = True
+    rounded_golds: Literal["decimals", "exact_rounds"] = "decimals"
     cas_timeout_s: float = 1.0
     max_chars: int = 400_000
     max_answer_chars: int = 2_000

@@ -33,7 +33,7 @@ def handle(job: tuple[Any, Any, Any]) -> Any:
         p, g = p.rstrip("%").strip(), g.rstrip("%").strip()
         try:
             if kind == "value":
-                return values_equal(p, g)
+                return values_equal(p, g, policy.rounded_golds == "exact_rounds")
             return relations_equal(p, g, positive=kind == "ineq")
         except ConvertError:
             flags["convert"] += 1

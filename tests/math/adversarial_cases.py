@@ -354,6 +354,28 @@ NUMERALS = [
     (r"\boxed{0.4(6)}", r"\frac{46}{100}", False),
 ]
 
+# a rounded decimal gold is that number, not the exact value it rounds (issue 30; the policy
+# `rounded_golds="exact_rounds"` is the opt-in), and digits split by a space are no grouped number
+ROUNDED_GOLDS = [
+    (r"\boxed{0.\overline{3}}", "0.33", False),
+    (r"\boxed{0.\dot{3}}", "0.33", False),
+    (r"\boxed{0.(3)}", "0.33", False),
+    (r"\boxed{0.333\ldots}", "0.33", False),
+    ("Ответ: 0,(6)", "0.67", False),
+    (r"\boxed{\frac{2}{3}}", "0.67", False),
+    (r"\boxed{0.1\overline{6}}", "0.17", False),
+    (r"\boxed{\sqrt{2}}", "1.41", False),
+    (r"\boxed{\pi}", "3.14", False),
+    (r"\boxed{\frac{22}{7}}", "3.14", False),
+    ("The answer is $1/7$.", "0.143", False),
+    ("Ответ: 4\u00a05", "45", False),
+    ("Réponse : 1\u202f2\u202f3", "123", False),
+    ("Ответ: 4\u00a050", "450", False),
+    ("Ответ: 4\u00a0500 руб.", "4", False),
+    ("Ответ: 4\u00a0500 руб.", "500", False),
+    ("Antwort: 1’000", "1", False),
+]
+
 INTERVAL_TRAPS = [
     (r"\boxed{x<-2 \land x>7}", r"(-\infty,-2)\cup(7,\infty)", False),
     (r"\boxed{(-\infty,4)}", "|x|<4", False),
@@ -452,6 +474,7 @@ ALL = {
     "not_the_answer": NOT_THE_ANSWER,
     "units": UNITS,
     "numerals": NUMERALS,
+    "rounded_golds": ROUNDED_GOLDS,
     "interval_traps": INTERVAL_TRAPS,
     "domain": DOMAIN,
     "choice_traps": CHOICE_TRAPS,

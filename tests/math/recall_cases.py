@@ -117,6 +117,33 @@ LOCALE = [
     ("\\boxed{\uff0d\uff15}", "-5", True),
 ]
 
+# thousands grouped by a no-break, narrow no-break, thin or figure space, or an apostrophe, after an
+# answer marker in other languages, in prose and with a unit or currency after the number (issue 30)
+SPACED_THOUSANDS = [
+    ("Ответ: 4\u00a0500", "4500", True),
+    ("Ответ: 4\u202f500 руб.", "4500", True),
+    ("Ответ — 12\u00a0345\u00a0678.", "12345678", True),
+    ("**Ответ:** 4 500 км", "4500", True),
+    ("Итак, ответ равен 7\u00a0250.", "7250", True),
+    ("Итого: 4\u00a0500 рублей.", "4500", True),
+    ("Відповідь: 3\u202f200 грн.", "3200", True),
+    ("Réponse\u00a0: 4\u202f500\u00a0€", "4500", True),
+    ("La réponse finale est 1\u202f234\u202f567.", "1234567", True),
+    ("Réponse : 12\u202f345,5 m", "12345.5", True),
+    ("Die Antwort lautet 4\u2009500.", "4500", True),
+    ("Antwort: 1’250’000", "1250000", True),
+    ("Antwort: 1'234.50 CHF", "1234.5", True),
+    ("La respuesta es 4\u00a0500.", "4500", True),
+    ("Resposta: 2\u2007048", "2048", True),
+    ("Risposta: 4\u00a0500\u00a0000", "4500000", True),
+    ("Odpowiedź: 4\u00a0500", "4500", True),
+    ("Antwoord: 4.500.000", "4500000", True),
+    ("Svar: 4\u00a0500", "4500", True),
+    ("So the total is 4\u202f500 people.", "4500", True),
+    ("Ответ: $4\\,500$", "4500", True),
+    ("Ответ: -4\u00a0500", "-4500", True),
+]
+
 INTERVALS = [
     (r"\boxed{x<-2 \lor x>7}", r"(-\infty,-2)\cup(7,\infty)", True),
     (r"\boxed{\text{every real number}}", r"\mathbb{R}", True),
@@ -233,6 +260,7 @@ ALL = {
     "units": UNITS,
     "repeating": REPEATING,
     "locale": LOCALE,
+    "spaced_thousands": SPACED_THOUSANDS,
     "intervals": INTERVALS,
     "cas_proofs": CAS_PROOFS,
     "choice_and_forms": CHOICE_AND_FORMS,

@@ -68,3 +68,18 @@ def test_units_policy():
     assert ok(r"\boxed{1500\text{ m}}", r"1500\text{ m}", units="same")
     assert not ok(r"\boxed{1500\text{ g}}", r"1500\text{ m}")
     assert ok(r"\boxed{7}", r"7\text{ m}^2", units="same")  # a bare number reads in the gold's unit
+
+
+def test_rounded_golds_policy():
+    """A decimal gold is a number to its stated precision: decimals round to it, exact values do not
+    (unless the policy says so); golds of 6+ significant digits stand for the exact value."""
+    for exact in (r"\boxed{\frac13}", r"\boxed{0.\overline{3}}", r"\boxed{0.\dot{3}}", r"\boxed{0.(3)}"):
+        assert not ok(exact, "0.33")
+        assert ok(exact, "0.33", rounded_golds="exact_rounds")
+        assert not ok(exact, "0.3", rounded_golds="exact_rounds")  # one significant digit rounds nothing
+        assert ok(exact, "0.333333")
+    assert ok(r"\boxed{0.333}", "0.33") and ok(r"\boxed{0.3349}", "0.33") and not ok(r"\boxed{0.336}", "0.33")
+    assert ok(r"\boxed{\frac12}", "0.5") and ok(r"\boxed{\frac{33}{100}}", "0.33")  # the gold's own value
+    assert not ok(r"\boxed{\sqrt2}", "1.41") and ok(r"\boxed{\sqrt2}", "1.41", rounded_golds="exact_rounds")
+    assert ok(r"\boxed{\sqrt2}", "1.414214")
+    assert not ok(r"\boxed{\sqrt2}", "1.42", rounded_golds="exact_rounds")
