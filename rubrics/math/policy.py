@@ -87,7 +87,10 @@ class MathPolicy:
         1/3. "exact_rounds" also accepts an exact answer whose value rounds to the gold, when the
         gold has at least two significant digits (`\frac13` = `0.33`, `\sqrt2` = `1.41`, never `1/3` = `0.3`): for data
         sets whose golds are roundings of exact answers the prompt did not ask to round.
-    cas_timeout_s: hard wall-clock deadline for the CAS part of one check (worker killed after it).
+    cas_timeout_s: the CPU-time budget (seconds on the CAS worker) of the CAS part of one check; the
+        worker is killed past it (`timeout`, unverified). Waiting for a free worker is not part of
+        it (that wait has its own, much longer bound: `pool.QUEUE_TIMEOUT_S`), and neither is a
+        loaded machine's slowness: the wall time is capped only at `pool.WALL_FACTOR` × the budget.
     max_chars: a completion longer than this is not searched (no answer); answers longer than
         `max_answer_chars` are compared as strings only (`too_complex`).
     """

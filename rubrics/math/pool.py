@@ -1,13 +1,19 @@
-"""A pool of pre-started CAS worker processes with hard wall-clock deadlines enforced from the parent.
+"""A pool of pre-started CAS worker processes with hard deadlines enforced from the parent.
 
 * Workers are plain subprocesses (`python -c …` importing sympy once) speaking length-prefixed
   pickles over their stdin/stdout pipes. They never re-import the caller's `__main__` (unlike
   multiprocessing spawn/forkserver) and the parent, which may run threads and an event loop, is
   never forked.
-* `run(payload, timeout)` sends one job to an idle worker and waits on its pipe. Past the deadline the
-  parent SIGKILLs the worker's process group and a warm spare takes its place at once (a new spare
+* `run(payload, timeout)` sends one job to an idle worker and waits on its pipe. `timeout` bounds the
+  job's own CPU time on the worker (read from /proc; wall time where there is none), so a loaded
+  machine, which stretches a check's wall time, changes no verdict; its wall time is capped at
+  `wall_factor` × `timeout` (a worker that stalls without computing). Past either, the parent
+  SIGKILLs the worker's process group and a warm spare takes its place at once (a new spare
   starts in the background): nothing relies on `signal.alarm`, so calls from the main thread, other
   threads or an event loop's executor behave identically.
+* Waiting for a free (or starting) worker is not the check's time: it has its own, much longer
+  bound (`queue_timeout`, default `QUEUE_TIMEOUT_S`). A backlog shows as `backlog` (jobs waiting
+  now) and `stats["max_wait_ms"]`, not as unverified checks.
 * Each worker caps its address space (`RLIMIT_AS`) and is recycled after `max_tasks` jobs; a worker
   that dies (memory, segfault) yields an `error` outcome and is replaced.
 * Thread-safe: each worker serves one caller at a time. A pool created in one process is never used
@@ -37,6 +43,10 @@ from typing import Any
 
 from rubrics.aio import running_loop
 
+QUEUE_TIMEOUT_S = 300.0  # how long a job may wait for a free worker (not the check's deadline)
+WALL_FACTOR = 30.0  # a job's wall time is capped at this multiple of its CPU budget
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _BOOT = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
@@ -49,6 +59,18 @@ class Outcome:
     status: str  # "ok" | "timeout" | "error"
     value: Any = None
     detail: str = ""
+    cpu_s: float = 0.0  # CPU seconds the job took on its worker (what its `timeout` bounds)
+
+
+def _proc_cpu(pid: int) -> float | None:
+    """User + system CPU seconds of process `pid` so far (None without /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    fields = data[data.rindex(b")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
 def serve(memory_mb: int) -> None:
@@ -67,7 +89,8 @@ def serve(memory_mb: int) -> None:
     sys.setrecursionlimit(10_000)
     from rubrics.math.worker import handle
 
-    conn_out.send(("ready", None))
+    clock = time.process_time  # every answer carries the worker's CPU seconds so far
+    conn_out.send(("ready", None, clock()))
     while True:
         try:
             job = conn_in.recv()
@@ -76,24 +99,26 @@ def serve(memory_mb: int) -> None:
         if job is None:
             return
         try:
-            conn_out.send(("ok", handle(job)))
+            conn_out.send(("ok", handle(job), clock()))
         except MemoryError:
-            conn_out.send(("error", "worker out of memory"))
+            conn_out.send(("error", "worker out of memory", clock()))
         except Exception as exc:  # noqa: BLE001 - reported to the parent as an error outcome
-            conn_out.send(("error", f"{type(exc).__name__}: {exc}"[:300]))
+            conn_out.send(("error", f"{type(exc).__name__}: {exc}"[:300], clock()))
 
 
 @dataclass(eq=False)
 class _Job:
-    """An `arun` call: its job, the caller's loop and future, and its deadline (monotonic)."""
+    """An `arun` call: its job, the caller's loop and future, its CPU budget (`timeout`) and the
+    latest moment (monotonic) it may still wait for a worker (`queued_until`)."""
 
     payload: Any
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[Outcome]
-    deadline: float
+    queued_until: float
     timeout: float
     timer: asyncio.TimerHandle | None = None
     sent: bool = False
+    since: float = 0.0  # when it was queued, then when it was sent
 
 
 class _Worker:
@@ -112,14 +137,38 @@ class _Worker:
         self.proc.stdout.close()
         self.ready = False
         self.tasks = 0
+        self.cpu = 0.0  # the worker's CPU seconds at its last message (a job starts from there)
+        self.sent_at = 0.0
 
     def wait_ready(self, timeout: float) -> bool:
         if not self.ready and self.recv_conn.poll(timeout):
             try:
-                self.ready = self.recv_conn.recv()[0] == "ready"
+                kind, _, self.cpu = self.recv_conn.recv()
             except (EOFError, OSError):
                 return False
+            self.ready = kind == "ready"
         return self.ready
+
+    def send(self, payload: Any) -> None:
+        self.sent_at = time.monotonic()
+        self.send_conn.send(payload)
+
+    def receive(self) -> tuple[str, Any, float]:
+        """The job's answer: (status, value, its CPU seconds)."""
+        status, value, cpu = self.recv_conn.recv()
+        used, self.cpu = cpu - self.cpu, cpu
+        return status, value, used
+
+    def used(self) -> float:
+        """CPU seconds of the running job so far (its wall seconds where /proc is missing)."""
+        now = _proc_cpu(self.proc.pid)
+        return time.monotonic() - self.sent_at if now is None else max(now - self.cpu, 0.0)
+
+    def left(self, timeout: float, wall_factor: float) -> float:
+        """Seconds to wait before the running job may have spent its CPU budget `timeout` (CPU
+        time never runs ahead of wall time); 0 once it has, or once its wall cap is past."""
+        wall_left = self.sent_at + timeout * wall_factor - time.monotonic()
+        return max(min(timeout - self.used(), wall_left), 0.0)
 
     def kill(self) -> None:
         try:
@@ -143,11 +192,21 @@ class _Worker:
 class CasPool:
     """`workers` CAS processes; `run` is blocking and thread-safe (see module docstring)."""
 
-    def __init__(self, workers: int = 1, max_tasks: int = 1000, memory_mb: int = 2048) -> None:
+    def __init__(
+        self,
+        workers: int = 1,
+        max_tasks: int = 1000,
+        memory_mb: int = 2048,
+        *,
+        queue_timeout: float = QUEUE_TIMEOUT_S,
+        wall_factor: float = WALL_FACTOR,
+    ) -> None:
         if workers < 1:
             raise ValueError("workers must be >= 1")
         self.max_tasks = max_tasks
         self.memory_mb = memory_mb
+        self.queue_timeout = queue_timeout
+        self.wall_factor = wall_factor
         self._pid = os.getpid()
         self._cond = threading.Condition()
         self._idle = [_Worker(memory_mb) for _ in range(workers)]
@@ -157,16 +216,38 @@ class CasPool:
         self._jobs: list[_Job] = []  # async jobs waiting for a worker, oldest first
         self._running: dict[_Job, _Worker] = {}  # async jobs on a worker
         self._closed = False
-        self.stats = {"jobs": 0, "timeouts": 0, "errors": 0, "recycled": 0}
+        self._blocked = 0  # `run` callers waiting for a worker
+        self.stats = {
+            "jobs": 0,
+            "timeouts": 0,
+            "errors": 0,
+            "recycled": 0,
+            "queue_timeouts": 0,
+            "max_wait_ms": 0,
+        }
+
+    @property
+    def backlog(self) -> int:
+        """Jobs waiting for a free worker now (back-pressure: a caller may hold new work back)."""
+        return self._blocked + len(self._jobs)
+
+    def _waited(self, since: float) -> None:
+        ms = int((time.monotonic() - since) * 1000)
+        if ms > self.stats["max_wait_ms"]:
+            self.stats["max_wait_ms"] = ms
 
     def _checkout(self, deadline: float) -> _Worker | None:
         with self._cond:
-            while not self._idle:
-                left = deadline - time.monotonic()
-                if left <= 0 or self._closed:
-                    return None
-                self._cond.wait(left)
-            return self._idle.pop() if not self._closed else None
+            self._blocked += 1
+            try:
+                while not self._idle:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or self._closed:
+                        return None
+                    self._cond.wait(left)
+                return self._idle.pop() if not self._closed else None
+            finally:
+                self._blocked -= 1
 
     def _checkin(self, worker: _Worker | None) -> None:
         with self._cond:
@@ -195,37 +276,50 @@ class CasPool:
         except RuntimeError:  # that job's loop is closed: the next job or the idle list
             self._checkin(worker)
 
-    def run(self, payload: Any, timeout: float) -> Outcome:
-        """Run one job; past `timeout` seconds (queueing included) the worker is killed: `timeout`."""
+    def run(self, payload: Any, timeout: float, *, queue_timeout: float | None = None) -> Outcome:
+        """Run one job with a budget of `timeout` CPU seconds on its worker (module docstring);
+        past it the worker is killed: `timeout`. Waiting for a worker (up to `queue_timeout`,
+        default the pool's) is not part of the budget."""
         if self._closed:
             return Outcome("error", detail="pool closed")
-        deadline = time.monotonic() + timeout
-        worker = self._checkout(deadline)
+        since = time.monotonic()
+        queued_until = since + (self.queue_timeout if queue_timeout is None else queue_timeout)
+        worker = self._checkout(queued_until)
         if worker is None:
-            return Outcome("timeout", detail="no free worker before the deadline")
+            return self._queue_timeout()
         self.stats["jobs"] += 1
         try:
-            if not worker.wait_ready(max(deadline - time.monotonic(), 0.0)):
+            if not worker.wait_ready(max(queued_until - time.monotonic(), 0.0)):
                 if worker.proc.poll() is not None:
                     raise EOFError("worker exited while starting")
                 self._checkin(worker)
-                return Outcome("timeout", detail="CAS worker still starting")
-            worker.send_conn.send(payload)
-            if worker.recv_conn.poll(max(deadline - time.monotonic(), 0.0)):
-                status, value = worker.recv_conn.recv()
-            else:
-                worker.kill()
-                self.stats["timeouts"] += 1
-                self._checkin(None)
-                return Outcome("timeout", detail=f"CAS deadline {timeout:.2f}s")
+                return self._queue_timeout("CAS worker still starting")
+            self._waited(since)
+            worker.send(payload)
+            while not worker.recv_conn.poll(worker.left(timeout, self.wall_factor)):
+                if worker.left(timeout, self.wall_factor) <= 0:
+                    return self._kill(worker, timeout)
+            status, value, cpu = worker.receive()
         except (EOFError, OSError, BrokenPipeError) as exc:
             worker.kill()
             self.stats["errors"] += 1
             self._checkin(None)
             return Outcome("error", detail=f"worker died: {type(exc).__name__}")
-        return self._finish(worker, status, value)
+        return self._finish(worker, status, value, cpu)
 
-    def _finish(self, worker: _Worker, status: str, value: Any) -> Outcome:
+    def _queue_timeout(self, detail: str = "no free worker") -> Outcome:
+        self.stats["queue_timeouts"] += 1
+        return Outcome("timeout", detail=f"{detail} within the queue bound")
+
+    def _kill(self, worker: _Worker, timeout: float) -> Outcome:
+        """Past the running job's deadline: kill its worker (a spare takes its place)."""
+        cpu = worker.used()
+        worker.kill()
+        self.stats["timeouts"] += 1
+        self._checkin(None)
+        return Outcome("timeout", detail=f"CAS deadline {timeout:.2f}s CPU", cpu_s=cpu)
+
+    def _finish(self, worker: _Worker, status: str, value: Any, cpu: float = 0.0) -> Outcome:
         worker.tasks += 1
         if worker.tasks >= self.max_tasks:  # stopped in the background: the caller never waits
             threading.Thread(target=worker.stop, daemon=True).start()
@@ -235,15 +329,17 @@ class CasPool:
             self._checkin(worker)
         if status != "ok":
             self.stats["errors"] += 1
-            return Outcome("error", detail=str(value))
-        return Outcome("ok", value)
+            return Outcome("error", detail=str(value), cpu_s=cpu)
+        return Outcome("ok", value, cpu_s=cpu)
 
-    async def arun(self, payload: Any, timeout: float) -> Outcome:
+    async def arun(self, payload: Any, timeout: float, *, queue_timeout: float | None = None) -> Outcome:
         """`run` for an event loop, without a thread (see module docstring)."""
         if self._closed:
             return Outcome("error", detail="pool closed")
         loop = asyncio.get_running_loop()
-        job = _Job(payload, loop, loop.create_future(), time.monotonic() + timeout, timeout)
+        wait = self.queue_timeout if queue_timeout is None else queue_timeout
+        now = time.monotonic()
+        job = _Job(payload, loop, loop.create_future(), now + wait, timeout, since=now)
         with self._cond:
             if self._closed:  # closed meanwhile (`close` settles only the jobs queued before it)
                 return Outcome("error", detail="pool closed")
@@ -251,27 +347,29 @@ class CasPool:
             if worker is None:
                 self._jobs.append(job)
         if worker is None:
-            job.timer = loop.call_later(max(timeout, 0.0), self._expire, job)
+            job.timer = loop.call_later(max(wait, 0.0), self._expire, job)
         else:
             self._start(worker, job)
         return await job.future  # cancelled: the job is dropped (its worker runs on to its answer)
 
     def _start(self, worker: _Worker, job: _Job) -> None:
-        """On the job's loop: run `job` on `worker` (waiting for its start-up message first)."""
+        """On the job's loop: run `job` on `worker` (waiting for its start-up message first, which
+        counts as queueing)."""
         if job.timer is not None:
             job.timer.cancel()
-        left = job.deadline - time.monotonic()
+        left = job.queued_until - time.monotonic()
         if job.future.done() or left <= 0:
-            _settle(job, Outcome("timeout", detail="no free worker before the deadline"))
+            if not job.future.done():
+                _settle(job, self._queue_timeout())
             self._checkin(worker)
             return
         self.stats["jobs"] += 1
         with self._cond:
             self._running[job] = worker
-        job.timer = job.loop.call_later(left, self._on_deadline, worker, job)
         if worker.ready:
             self._send(worker, job)
         else:
+            job.timer = job.loop.call_later(left, self._on_deadline, worker, job)
             job.loop.add_reader(worker.recv_conn.fileno(), self._on_boot, worker, job)
 
     def _on_boot(self, worker: _Worker, job: _Job) -> None:
@@ -279,17 +377,20 @@ class CasPool:
         if job not in self._running:  # `close` took it
             return
         if worker.wait_ready(0.0):
+            job.timer.cancel()  # type: ignore[union-attr]
             self._send(worker, job)
         else:
             self._died(worker, job, "worker exited while starting")
 
     def _send(self, worker: _Worker, job: _Job) -> None:
+        self._waited(job.since)
         try:
-            worker.send_conn.send(job.payload)
+            worker.send(job.payload)
         except OSError as exc:
             self._died(worker, job, f"worker died: {type(exc).__name__}")
             return
         job.sent = True
+        job.timer = job.loop.call_later(max(job.timeout, 0.0), self._on_deadline, worker, job)
         job.loop.add_reader(worker.recv_conn.fileno(), self._on_answer, worker, job)
 
     def _ended(self, worker: _Worker, job: _Job) -> bool:
@@ -305,23 +406,25 @@ class CasPool:
             return
         job.timer.cancel()  # type: ignore[union-attr]
         try:
-            status, value = worker.recv_conn.recv()
+            status, value, cpu = worker.receive()
         except (EOFError, OSError) as exc:
             self._died(worker, job, f"worker died: {type(exc).__name__}", ended=True)
             return
-        _settle(job, self._finish(worker, status, value))  # the worker is handed on first
+        _settle(job, self._finish(worker, status, value, cpu))  # the worker is handed on first
 
     def _on_deadline(self, worker: _Worker, job: _Job) -> None:
+        if job.sent and job in self._running:
+            left = worker.left(job.timeout, self.wall_factor)
+            if left > 0:  # a loaded machine: the job has not had its CPU time yet
+                job.timer = job.loop.call_later(left, self._on_deadline, worker, job)
+                return
         if not self._ended(worker, job):
             return
         if not job.sent:  # still starting: it stays in the pool, as with `run`
-            _settle(job, Outcome("timeout", detail="CAS worker still starting"))
+            _settle(job, self._queue_timeout("CAS worker still starting"))
             self._checkin(worker)
             return
-        worker.kill()
-        self.stats["timeouts"] += 1
-        _settle(job, Outcome("timeout", detail=f"CAS deadline {job.timeout:.2f}s"))
-        self._checkin(None)
+        _settle(job, self._kill(worker, job.timeout))
 
     def _died(self, worker: _Worker, job: _Job, detail: str, ended: bool = False) -> None:
         if not ended and not self._ended(worker, job):
@@ -346,7 +449,8 @@ class CasPool:
             if job not in self._jobs:
                 return
             self._jobs.remove(job)
-        _settle(job, Outcome("timeout", detail="no free worker before the deadline"))
+        self.stats["queue_timeouts"] += 1
+        _settle(job, Outcome("timeout", detail="no free worker within the queue bound"))
 
     @property
     def usable(self) -> bool:

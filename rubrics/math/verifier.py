@@ -11,7 +11,6 @@ a dead worker). Deterministic: the same inputs give the same verdict in any thre
 from __future__ import annotations
 
 import re
-import time
 from collections import Counter
 from collections.abc import Generator
 from dataclasses import dataclass
@@ -110,7 +109,7 @@ def prepare_gold(gold: object, policy: MathPolicy = DEFAULT_POLICY) -> Gold:
     return Gold("" if gold is None else str(gold), policy)
 
 
-CasJob = tuple[object, float]  # (payload for the CAS worker, seconds left of the check's deadline)
+CasJob = tuple[object, float]  # (payload for the CAS worker, CPU seconds left of the check's budget)
 
 
 def verify(
@@ -118,8 +117,9 @@ def verify(
 ) -> Verdict:
     """Grade one completion (or bare answer) against one gold answer. Never raises for model output.
 
-    The CAS part of the call (retries included) shares one deadline, `policy.cas_timeout_s` from the
-    first CAS request; on expiry the verdict is `timeout` (unverified), never a zero. (Starting the
+    The CAS part of the call (retries included) shares one budget, `policy.cas_timeout_s` CPU
+    seconds on the CAS worker (waiting for a free worker is not part of it, nor is a loaded
+    machine's slowness); past it the verdict is `timeout` (unverified), never a zero. (Starting the
     process-wide pool on the very first CAS request is a one-time cost outside that budget.)
     """
     steps = verify_steps(response, prepare_gold(gold, policy))
@@ -201,8 +201,8 @@ def verify_steps(response: str, gold: Gold) -> Generator[CasJob, Outcome, Verdic
             return _done(Verdict(False, "mismatch", shown, how=how))
         simple = isinstance(pred_node, Leaf) and isinstance(gold_node, Leaf)
         return _done(Verdict(True, "match_exact" if simple else "match_structured", shown, how=how))
-    deadline = time.monotonic() + policy.cas_timeout_s
-    outcome = yield (pred_node, gold_node, policy), max(deadline - time.monotonic(), 0.0)
+    budget = policy.cas_timeout_s  # CPU seconds on the CAS worker, shared by this check's jobs
+    outcome = yield (pred_node, gold_node, policy), budget
     if outcome.status == "timeout":
         return _done(Verdict(False, "timeout", shown, outcome.detail, how))
     if outcome.status != "ok":
@@ -210,7 +210,7 @@ def verify_steps(response: str, gold: Gold) -> Generator[CasJob, Outcome, Verdic
     correct, reason = outcome.value
     if not correct and policy.degrees == "radians" and len(g_norm) == 1 and _DEGREES.search(gold.text):
         radians = Leaf(f"\\frac{{({g_norm[0].rstrip('%')})\\pi}}{{180}}")
-        again = yield (pred_node, radians, policy), max(deadline - time.monotonic(), 0.0)
+        again = yield (pred_node, radians, policy), max(budget - outcome.cpu_s, 0.0)
         if again.status == "ok" and again.value[0]:
             return _done(Verdict(True, "match_cas", shown, "degrees read as radians", how))
     return _done(Verdict(bool(correct), reason, shown, how=how))

@@ -19,7 +19,8 @@ from rubrics.math.structure import TooComplex
 def handle(job: tuple[Any, Any, Any]) -> Any:
     """`(pred_node, gold_node, policy)` → `(correct, reason)`; reason in match_cas / mismatch /
     parse_error / too_complex. `("probe", action, arg)` jobs exercise the pool itself (health checks
-    and tests): "echo" returns arg, "sleep" sleeps arg seconds, "alloc" allocates arg MiB."""
+    and tests): "echo" returns arg, "sleep" sleeps arg seconds, "spin" computes for arg CPU seconds,
+    "alloc" allocates arg MiB."""
     if job[0] == "probe":
         return _probe(job[1], job[2])
     pred, gold, policy = job
@@ -62,6 +63,13 @@ def _probe(action: str, arg: Any) -> Any:
 
         time.sleep(float(arg))
         return "slept"
+    if action == "spin":
+        import time
+
+        end = time.process_time() + float(arg)
+        while time.process_time() < end:
+            pass
+        return "spun"
     if action == "alloc":
         block = bytearray(int(arg) * 1024 * 1024)
         return len(block)

@@ -15,8 +15,8 @@ HARD = (
 
 def test_deadline_kills_and_replaces_the_worker(pool):
     first_pid = pool._idle[0].proc.pid
-    out = pool.run(("probe", "sleep", 30), timeout=0.5)
-    assert out.status == "timeout"
+    out = pool.run(("probe", "spin", 30), timeout=0.5)
+    assert out.status == "timeout" and "CPU" in out.detail and out.cpu_s >= 0.4
     assert pool.stats["timeouts"] == 1
     again = pool.run(("probe", "echo", "alive"), timeout=30)
     assert again.status == "ok" and again.value == "alive"
@@ -64,3 +64,33 @@ def test_cas_timeout_is_reported_as_timeout(pool):
     verdict = verify(*HARD, policy=MathPolicy(cas_timeout_s=0.0), pool=pool)
     assert verdict.reason == "timeout" and not verdict.verified
     assert verify(*HARD, pool=pool).correct
+
+
+def test_a_worker_that_stalls_without_computing_is_killed_at_the_wall_cap():
+    with CasPool(workers=1, wall_factor=2.0) as p:
+        out = p.run(("probe", "sleep", 30), timeout=0.2)  # no CPU spent: the wall cap (0.4 s) ends it
+        assert out.status == "timeout" and out.cpu_s < 0.2
+        assert p.run(("probe", "echo", 1), timeout=5).value == 1
+
+
+def test_waiting_for_a_worker_is_not_the_checks_time(pool):
+    """A job queued behind a busy worker gets its whole CPU budget once it runs."""
+    busy = threading.Thread(target=pool.run, args=(("probe", "spin", 0.6), 5.0))
+    busy.start()
+    while not pool.backlog and pool._idle:  # until the spin holds the only worker
+        threading.Event().wait(0.001)
+    out = pool.run(("probe", "spin", 0.1), timeout=0.3)  # waits ~0.6 s, then needs 0.1 s of CPU
+    busy.join()
+    assert out.status == "ok" and out.value == "spun" and 0.05 < out.cpu_s < 0.3
+    assert pool.stats["timeouts"] == pool.stats["queue_timeouts"] == 0
+
+
+def test_a_queue_bound_is_its_own_timeout():
+    with CasPool(workers=1, queue_timeout=0.05) as p:
+        busy = threading.Thread(target=p.run, args=(("probe", "spin", 0.5), 5.0))
+        busy.start()
+        while p._idle:
+            threading.Event().wait(0.001)
+        late = p.run(("probe", "echo", 1), timeout=5)
+        busy.join()
+        assert late.status == "timeout" and "queue" in late.detail and p.stats["queue_timeouts"] == 1

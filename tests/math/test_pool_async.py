@@ -42,8 +42,8 @@ async def test_async_verdicts_equal_the_blocking_ones(pool):
 
 async def test_deadline_kills_and_replaces_the_worker(pool):
     first_pid = pool._idle[0].proc.pid
-    out = await pool.arun(("probe", "sleep", 30), timeout=0.5)
-    assert out.status == "timeout" and pool.stats["timeouts"] == 1
+    out = await pool.arun(("probe", "spin", 30), timeout=0.5)
+    assert out.status == "timeout" and pool.stats["timeouts"] == 1 and out.cpu_s >= 0.4
     again = await pool.arun(("probe", "echo", "alive"), timeout=30)
     assert again.status == "ok" and again.value == "alive"
     assert pool._idle[0].proc.pid != first_pid
@@ -94,7 +94,7 @@ async def test_waiters_are_served_first_come_first_served(pool):
 async def test_a_waiter_that_gives_up_loses_no_worker(pool):
     blocker = asyncio.create_task(pool.arun(("probe", "sleep", 0.3), timeout=60))
     await _started(blocker, pool)
-    late = await pool.arun(("probe", "echo", 1), timeout=0.05)
+    late = await pool.arun(("probe", "echo", 1), timeout=5, queue_timeout=0.05)
     assert late.status == "timeout" and "no free worker" in late.detail
     assert (await blocker).status == "ok"
     assert (await pool.arun(("probe", "echo", 2), timeout=5)).value == 2
@@ -139,3 +139,18 @@ def test_loops_in_several_threads_and_blocking_callers_share_one_pool():
         for t in threads:
             t.join()
         assert len(results) == 4 and all(r == expected for r in results.values())
+
+
+async def test_a_queued_async_job_gets_its_whole_cpu_budget(pool):
+    blocker = asyncio.create_task(pool.arun(("probe", "spin", 0.5), timeout=5))
+    await _started(blocker, pool)
+    queued = await pool.arun(("probe", "spin", 0.1), timeout=0.3)  # waits ~0.5 s first
+    assert (await blocker).status == "ok"
+    assert queued.status == "ok" and queued.cpu_s < 0.3 and pool.stats["max_wait_ms"] > 0
+
+
+async def test_an_async_job_that_stalls_without_computing_meets_the_wall_cap():
+    with CasPool(workers=1, wall_factor=2.0) as p:
+        slept = await p.arun(("probe", "sleep", 30), timeout=0.2)
+        assert slept.status == "timeout" and slept.cpu_s < 0.2
+        assert (await p.arun(("probe", "echo", 1), timeout=5)).value == 1
