@@ -1,19 +1,17 @@
-"""Math answer verification: extraction policy, equivalence, isolated CAS, and `MathRubric`.
+"""Math answer verification: the public API of the family.
 
-`check_answer(response, gold) -> bool` is the plain entry point; `verify` returns a `Verdict` with
-its reason; `MathRubric` turns verdicts into tri-state `RewardResult`s.
+* `verify(response, gold, policy=DEFAULT_POLICY, pool=None) -> Verdict` grades a whole completion
+  (or a bare answer) against a gold: `Verdict.correct`, `.reason` (one of `REASONS`), `.answer`;
+  `.verified` is False for `timeout`/`error` (could not check: never a silent zero).
+  `check_answer(response, gold) -> bool` is the same check, verdict only. `COUNTERS` counts reasons.
+* `MathPolicy` (`DEFAULT_POLICY`): the grading options where projects disagree, documented there.
+* `MathRubric`: verdicts as tri-state `RewardResult`s for the environments and the reward server.
+* `CasPool` / `default_pool()`: the isolated CAS worker processes (CPU-time budgets per check).
 
-Modules, in the order a check runs through them:
-  extract.py    which text is the answer (think blocks, boxes, tags, anchors); choice.py MCQ letters
-  normalize.py  string canonicalisation (unicode, LaTeX spacing, units, separators)
-  structure.py  answer structure (sets, tuples, intervals, matrices, equations); compare.py compares two
-  intervals.py  subsets of the line as merged intervals; units.py units and magnitude words
-  numerals.py   localised digits and separators, repeating decimals, mixed numbers
-  regions.py    reasoning blocks, quoted/code regions, negated candidates; spans.py math spans, braces
-  numeric.py    exact rationals and the gold-precision tolerance rule
-  pool.py       pre-started CAS worker processes with parent-enforced deadlines
-  worker.py, cas.py, reader.py  the CAS side: whole-input LaTeX reader, guards, sympy equality
-  verifier.py   `verify` / `check_answer` (cheapest first), rubric.py `MathRubric`, policy.py options
+Everything else in the package is internal. Its modules are layered (no import cycle: see
+tests/math/test_layout.py), bottom up: policy, numerals, spans, regions → numeric, normalize →
+structure, units, reader → intervals → compare, extract, choice → cas, worker (CAS side, in the
+worker processes) → pool → verifier → rubric.
 """
 
 from rubrics.math.policy import DEFAULT_POLICY, MathPolicy

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import re
 
-from rubrics.math.intervals import as_pieces, relational, set_typed
+from rubrics.math.intervals import as_pieces, canon_rel, rel_to_interval, relational, set_typed
 from rubrics.math.normalize import text_key
+from rubrics.math.policy import DEFAULT_RULES, Rules
 from rubrics.math.structure import (
-    DEFAULT_RULES,
     UNDEFINED,
     Assign,
     Dict,
@@ -25,64 +25,11 @@ from rubrics.math.structure import (
     Matrix,
     Node,
     Rel,
-    Rules,
     Seq,
     Text,
     Union,
-    is_name,
     parse_item,
 )
-
-_FLIP = {">": "<", ">=": "<=", "<": "<", "<=": "<=", "=": "=", "!=": "!="}
-
-
-def _canon_rel(r: Rel) -> Rel:
-    if r.ops[0] in (">", ">="):
-        return Rel(tuple(reversed(r.parts)), tuple(_FLIP[o] for o in reversed(r.ops)))
-    return r
-
-
-def rel_to_interval(r: Rel) -> Node | None:
-    """`a < x <= b` → `(a, b]`; `x > a` → `(a, \\infty)`. None when it is not a 1-variable range."""
-    r = _canon_rel(r)
-    if any(o not in ("<", "<=") for o in r.ops):
-        return None
-    br = {"<": ("(", ")"), "<=": ("[", "]")}
-    absolute = re.fullmatch(r"\|(.+)\|", r.parts[1].strip()) if len(r.parts) == 3 else None
-    if absolute and is_name(absolute.group(1)):  # lo <= |z| <= hi: z in [-hi, -lo] U [lo, hi]
-        lo, hi = r.parts[0], r.parts[2]
-        left = Seq(br[r.ops[1]][0] + br[r.ops[0]][1], (Leaf(_neg(hi)), Leaf(_neg(lo))))
-        return Union((left, Seq(br[r.ops[0]][0] + br[r.ops[1]][1], (Leaf(lo), Leaf(hi)))))
-    if len(r.parts) == 2:  # |z| < a: (-a, a);  a < |z|: (-inf, -a) U (a, inf)
-        side = 0 if re.fullmatch(r"\|(.+)\|", r.parts[0].strip()) else 1
-        inner = re.fullmatch(r"\|(.+)\|", r.parts[side].strip())
-        if inner and is_name(inner.group(1)):
-            a = r.parts[1 - side]
-            if side == 0:
-                return Seq(br[r.ops[0]][0] + br[r.ops[0]][1], (Leaf(_neg(a)), Leaf(a)))
-            out = br[r.ops[0]][1], br[r.ops[0]][0]
-            return Union(
-                (
-                    Seq("(" + out[0], (Leaf("-\\infty"), Leaf(_neg(a)))),
-                    Seq(out[1] + ")", (Leaf(a), Leaf("\\infty"))),
-                )
-            )
-    if len(r.parts) == 3 and is_name(r.parts[1]):
-        return Seq(br[r.ops[0]][0] + br[r.ops[1]][1], (Leaf(r.parts[0]), Leaf(r.parts[2])))
-    if len(r.parts) == 2 and is_name(r.parts[0]):
-        return Seq("(" + br[r.ops[0]][1], (Leaf("-\\infty"), Leaf(r.parts[1])))
-    if len(r.parts) == 2 and is_name(r.parts[1]):
-        return Seq(br[r.ops[0]][0] + ")", (Leaf(r.parts[0]), Leaf("\\infty")))
-    return None
-
-
-def _neg(a: str) -> str:
-    a = a.strip()
-    if re.fullmatch(r"\d+(?:\.\d+)?|\\frac\{\d+\}\{\d+\}", a):
-        return "-" + a
-    if re.fullmatch(r"-\d+(?:\.\d+)?|-\\frac\{\d+\}\{\d+\}", a):
-        return a[1:]
-    return f"-({a})"
 
 
 def compare(pred: Node, gold: Node, leaf: LeafCmp, rules: Rules = DEFAULT_RULES) -> bool:
@@ -199,7 +146,7 @@ def _compare_dict(p: Node, g: Node, leaf: LeafCmp, rules: Rules) -> bool:
 def _compare_rel(p: Rel, g: Node, leaf: LeafCmp) -> bool:
     if not isinstance(g, Rel):
         return False
-    p, g = _canon_rel(p), _canon_rel(g)
+    p, g = canon_rel(p), canon_rel(g)
     if p.ops != g.ops or len(p.parts) != len(g.parts):
         return False
     if p.parts == g.parts:

@@ -33,7 +33,14 @@ from rubrics.math.regions import (
     final_segment,
     mask_non_answers,
 )
-from rubrics.math.spans import match_brace, math_spans, outside_spans, replace_spans, span_matches
+from rubrics.math.spans import (
+    depths,
+    match_brace,
+    math_spans,
+    outside_spans,
+    replace_spans,
+    span_matches,
+)
 
 _BOX = re.compile(r"\\(?:boxed|fbox)\b\s*")
 _TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
@@ -184,12 +191,10 @@ def _cut_statement(piece: str) -> str:
 
 
 def _after_copula(piece: str) -> str:
-    from rubrics.math.structure import _depths
-
     if piece.startswith("(") and piece.endswith(")") and piece.count("(") == 1:
         piece = piece[1:-1].strip()
     prose = outside_spans(piece)
-    depth = _depths(prose)
+    depth = depths(prose)
     last = None
     for m in _COPULA.finditer(prose):
         if depth[m.start()] == 0:
@@ -328,10 +333,8 @@ def _fallback_answer(text: str) -> tuple[str, ...] | None:
 
 
 def _copula_at_top(piece: str) -> bool:
-    from rubrics.math.structure import _depths
-
     prose = outside_spans(piece)
-    depth = _depths(prose)
+    depth = depths(prose)
     return any(depth[m.start()] == 0 for m in _COPULA.finditer(prose))
 
 

@@ -113,8 +113,17 @@ class MathPolicy:
 DEFAULT_POLICY = MathPolicy()
 
 
-def rules_of(policy: MathPolicy):
-    """The comparison knobs `rubrics.math.compare.compare` needs."""
-    from rubrics.math.structure import Rules
+@dataclass(frozen=True)
+class Rules:
+    """The comparison knobs `rubrics.math.compare.compare` needs: relation direction, list order."""
 
+    direction: str = "gold_to_pred"
+    ordered_lists: bool = False
+
+
+DEFAULT_RULES = Rules()
+
+
+def rules_of(policy: MathPolicy) -> Rules:
+    """The comparison knobs of `policy`."""
     return Rules(direction=policy.relation_direction, ordered_lists=policy.list_order == "ordered")

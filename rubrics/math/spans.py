@@ -77,3 +77,21 @@ def replace_spans(text: str, fn) -> str:
 def outside_spans(text: str) -> str:
     """The text with every math span blanked (same length), so prose regexes skip math."""
     return replace_spans(text, lambda span: " " * len(span))
+
+
+def depths(s: str) -> list[int]:
+    """Bracket depth before each character; `\\{`/`\\}` count as brackets too."""
+    out, d, i = [0] * len(s), 0, 0
+    while i < len(s):
+        out[i] = d
+        ch = s[i]
+        if ch in "([{":
+            d += 1
+        elif ch in ")]}":
+            d = max(d - 1, 0)
+        elif ch == "\\" and i + 1 < len(s) and s[i + 1] in "{}":
+            out[i + 1] = d
+            d = d + 1 if s[i + 1] == "{" else max(d - 1, 0)
+            i += 1
+        i += 1
+    return out

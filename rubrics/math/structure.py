@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from rubrics.math.normalize import text_key
 from rubrics.math.numeric import parse_number
+from rubrics.math.spans import depths
 
 
 class NeedCAS(Exception):
@@ -85,18 +86,8 @@ class Dict:
 Node = object
 
 
-@dataclass(frozen=True)
-class Rules:
-    """Comparison policy knobs (from `MathPolicy`): relation direction and bare-list order."""
-
-    direction: str = "gold_to_pred"
-    ordered_lists: bool = False
-
-
-DEFAULT_RULES = Rules()
 LeafCmp = Callable[[str, str, str], bool]
 
-_OPEN, _CLOSE = "([{", ")]}"
 _REL = re.compile(r"\\leq|\\geq|\\neq|\\approx|\\in(?![A-Za-z])|<|>|=")
 _REL_OPS = {
     "\\leq": "<=",
@@ -166,27 +157,9 @@ MAX_ITEMS = 64
 UNDEFINED = re.compile(r"\\frac\s*\{[^{}]*\}\s*\{\s*0\s*\}|/\s*0(?![\d.])|\bnan\b|\bzoo\b", re.IGNORECASE)
 
 
-def _depths(s: str) -> list[int]:
-    """Bracket depth before each character; `\\{`/`\\}` count as brackets too."""
-    out, d, i = [0] * len(s), 0, 0
-    while i < len(s):
-        out[i] = d
-        ch = s[i]
-        if ch in _OPEN:
-            d += 1
-        elif ch in _CLOSE:
-            d = max(d - 1, 0)
-        elif ch == "\\" and i + 1 < len(s) and s[i + 1] in "{}":
-            out[i + 1] = d
-            d = d + 1 if s[i + 1] == "{" else max(d - 1, 0)
-            i += 1
-        i += 1
-    return out
-
-
 def split_top(s: str, pattern: re.Pattern[str]) -> list[str]:
     """Split `s` at matches of `pattern` that sit outside every bracket."""
-    depth, parts, last = _depths(s), [], 0
+    depth, parts, last = depths(s), [], 0
     for m in pattern.finditer(s):
         if m.start() < len(depth) and depth[m.start()] == 0 and m.start() >= last:
             parts.append(s[last : m.start()])
@@ -199,7 +172,7 @@ def _wrapped(s: str, open_: str, close: str) -> bool:
     """True when `s` is one bracketed group from its first to its last character."""
     if not (s.startswith(open_) and s.endswith(close)) or len(s) < len(open_) + len(close):
         return False
-    depth = _depths(s)
+    depth = depths(s)
     inner = range(len(open_), len(s) - len(close))
     return all(depth[i] >= 1 for i in inner)
 
@@ -221,7 +194,7 @@ _JOIN = re.compile(r"(?<![A-Za-z\\])(or|and|et|und|ou|oder|o|y)(?![A-Za-z])|(或
 
 def _joined(s: str) -> Node | None:
     """`x<0 or x>5`, `x>-1 and x<4`: one-variable inequalities joined by one connective."""
-    seps = [m for m in _JOIN.finditer(s) if _depths(s)[m.start()] == 0]
+    seps = [m for m in _JOIN.finditer(s) if depths(s)[m.start()] == 0]
     if not seps:
         return None
     ops = {"or" if (m.group(1) or m.group(2)) in ("or", "ou", "oder", "o", "或") else "and" for m in seps}
@@ -285,7 +258,7 @@ def parse_item(t: str) -> Node:
         )
     rel = [m for m in _REL.finditer(t)]
     if rel:
-        depth = _depths(t)
+        depth = depths(t)
         rel = [m for m in rel if depth[m.start()] == 0]
     if rel:
         return _relation(t, rel)
@@ -348,7 +321,7 @@ def _scaled_matrix(t: str) -> tuple[str | None, str]:
     if k <= 0 or not t.rstrip().endswith(("matrix}", "array}")):
         return None, t
     scalar = re.sub(r"\s*(?:\\cdot|\\times|\*)\s*$", "", t[:k]).strip()
-    if not scalar or "\\begin" in scalar or _depths(t)[k] != 0:
+    if not scalar or "\\begin" in scalar or depths(t)[k] != 0:
         return None, t
     return scalar, t[k:]
 
