@@ -1,14 +1,23 @@
 #!/usr/bin/env python3
-r"""Math verifier benchmark: rubrics.math vs math-verify (gold wrapped in \boxed{}), same run, same cases.
+r"""Math verifier benchmark: rubrics.math (CAS on and off) vs math-verify, same run, same cases.
 
-    python benchmarks/math_bench.py [--workers 2] [--repeat 1] [--only public|adversarial|recall] [--in-thread]
+    python benchmarks/math_bench.py [--workers 2] [--rounds 3] [--only public|adversarial|recall] [--in-thread]
 
 Cases: `benchmarks/data/math_cases.jsonl` (public, labelled; `ambiguous` ones left out of the headline),
 `tests/math/adversarial_cases.py` (our hostile suite) and `tests/math/recall_cases.py` (correct answers
-in real-output shapes, by class). `--in-thread` makes every call from a non-main thread. Each verifier runs in `--workers` forked
-processes that pull cases from a shared queue; latency is measured around each call, throughput is
-checks per second of wall time after every worker has warmed up. A check slower than `--limit` seconds
-counts as a timeout (its verdict is still recorded). Prints one table; ratios are against math-verify.
+in real-output shapes, by class). Verifiers: `rubrics.math` (`verify`, its CAS in worker processes),
+`rubrics.math` with the CAS off (a check that would need the CAS counts as False) and math-verify's
+`verify` (gold wrapped in `\boxed{}`, its best configuration). `--in-thread` makes every call from a
+non-main thread.
+
+Each verifier runs in `--workers` forked processes that pull cases from a shared queue; rounds are
+interleaved (A, B, C, then B, C, A, ...) so a shared machine's load falls on all of them alike.
+Latency is measured around each call (p50/p99 over all rounds); throughput is checks per second of
+wall time after every worker has warmed up, and checks per CPU-second (the processes' own CPU time,
+CAS workers included: checks/s per fully used core, which a shared machine's load hardly moves).
+Ratios are against math-verify in the same round (median over rounds). "unverified" counts checks
+that could not be verified (CAS timeout or error; math-verify: an exception). A check slower than
+`--limit` seconds counts under ">limit". Prints one markdown table and the issue-31 targets.
 """
 
 from __future__ import annotations
@@ -48,22 +57,43 @@ WARMUP = [
 ]
 
 
-def ours(pred: str, gold: str) -> bool:
-    from rubrics.math import check_answer
+def ours(pred: str, gold: str) -> tuple[bool, bool]:
+    """(verdict, verified)."""
+    from rubrics.math import verify
 
-    return check_answer(pred, gold)
+    v = verify(pred, gold)
+    return v.correct, v.verified
 
 
-def math_verify_boxed_gold(pred: str, gold: str) -> bool:
+def ours_no_cas(pred: str, gold: str) -> tuple[bool, bool]:
+    """The CAS-free part of `verify` only: a check that needs the CAS is False."""
+    from rubrics.math.policy import DEFAULT_POLICY
+    from rubrics.math.verifier import prepare_gold, verify_steps
+
+    steps = verify_steps(pred, prepare_gold(gold, DEFAULT_POLICY))
+    try:
+        next(steps)
+    except StopIteration as done:
+        return done.value.correct, done.value.verified
+    steps.close()
+    return False, True
+
+
+def math_verify_boxed_gold(pred: str, gold: str) -> tuple[bool, bool]:
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
     g = gold if re.search(r"\\boxed|\$|\\\(|\\\[", gold) else "\\boxed{" + gold + "}"
     gp = parse(g, extraction_config=[LatexExtractionConfig()])
     pp = parse(pred, extraction_config=[ExprExtractionConfig(), LatexExtractionConfig()])
-    return bool(verify(gp, pp))
+    return bool(verify(gp, pp)), True
 
 
-VERIFIERS = {"rubrics.math": ours, "math-verify (boxed gold)": math_verify_boxed_gold}
+BASELINE = "math-verify (boxed gold)"
+VERIFIERS = {
+    "rubrics.math": ours,
+    "rubrics.math, CAS off": ours_no_cas,
+    BASELINE: math_verify_boxed_gold,
+}
 
 
 def load_cases(only: str | None) -> list[dict]:
@@ -113,16 +143,27 @@ def _worker(name: str, cases: list[dict], queue, results, ready, go, in_thread: 
             pass
     ready.put(os.getpid())
     go.wait()
+    start, cpu0, cas0 = time.perf_counter(), time.process_time(), _cas_cpu_ms()
     while True:
         idx = queue.get()
         if idx is None:
-            return
+            break
         t0 = time.perf_counter()
         try:
-            verdict, err = bool(fn(cases[idx]["pred"], cases[idx]["gold"])), ""
+            verdict, verified = fn(cases[idx]["pred"], cases[idx]["gold"])
+            err = "" if verified else "unverified"
         except BaseException as exc:  # noqa: BLE001 - an exception is verdict False, reported
             verdict, err = False, type(exc).__name__
-        results.put((idx, verdict, time.perf_counter() - t0, err))
+        results.put((idx, bool(verdict), time.perf_counter() - t0, err))
+    cpu = time.process_time() - cpu0 + (_cas_cpu_ms() - cas0) / 1000
+    results.put(("cpu", cpu, time.perf_counter() - start, ""))
+
+
+def _cas_cpu_ms() -> int:
+    """CPU milliseconds of this process's CAS jobs so far (0 before its pool starts)."""
+    from rubrics.math import pool
+
+    return pool._default.stats["cpu_ms"] if pool._default is not None and pool._default.usable else 0
 
 
 def run(name: str, cases: list[dict], workers: int, repeat: int, in_thread: bool = False) -> dict:
@@ -141,14 +182,21 @@ def run(name: str, cases: list[dict], workers: int, repeat: int, in_thread: bool
         queue.put(i)
     for _ in procs:
         queue.put(None)
-    t0 = time.perf_counter()
     go.set()
-    out = [results.get(timeout=600) for _ in jobs]
-    wall = time.perf_counter() - t0
+    got = [results.get(timeout=600) for _ in range(len(jobs) + len(procs))]  # cases, one "cpu" a worker
+    out = [m for m in got if m[0] != "cpu"]
+    wall = max(m[2] for m in got if m[0] == "cpu")
+    cpu = sum(m[1] for m in got if m[0] == "cpu")
     for p in procs:
         p.join()
     verdicts = {idx: (v, dt, err) for idx, v, dt, err in out}
-    return {"verdicts": verdicts, "latencies": [dt for _, _, dt, _ in out], "wall": wall, "checks": len(jobs)}
+    return {
+        "verdicts": verdicts,
+        "latencies": [dt for _, _, dt, _ in out],
+        "wall": wall,
+        "cpu": cpu,
+        "checks": len(jobs),
+    }
 
 
 def score(cases: list[dict], verdicts: dict, pick) -> tuple[int, int, int, int]:
@@ -167,64 +215,93 @@ def pct(q: float, xs: list[float]) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--repeat", type=int, default=1, help="run the case list this many times (throughput)")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of every verifier")
+    ap.add_argument("--repeat", type=int, default=1, help="run the case list this many times per round")
     ap.add_argument("--limit", type=float, default=2.0, help="seconds; a slower check counts as a timeout")
     ap.add_argument("--only", choices=["public", "adversarial", "recall"])
     ap.add_argument("--in-thread", action="store_true", help="call each verifier from a non-main thread")
     args = ap.parse_args()
     cases = load_cases(args.only)
-    rows = []
+    names = list(VERIFIERS)
+    runs: dict[str, list[dict]] = {n: [] for n in names}
     load_start = open("/proc/loadavg").read().split()[:3]
-    for name in VERIFIERS:
-        r = run(name, cases, args.workers, args.repeat, args.in_thread)
-        v = r["verdicts"]
-        headline = score(cases, v, lambda c: c["set"] == "public" and not c["ambiguous"])
-        adv = score(cases, v, lambda c: c["set"] == "adversarial")
-        rec = score(cases, v, lambda c: c["set"] == "recall")
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    for r in range(args.rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            runs[name].append(run(name, cases, args.workers, args.repeat, args.in_thread))
+    load_end = open("/proc/loadavg").read().split()[:3]
+    print(
+        f"{started}; cases: {len(cases)} ({args.workers} workers, {args.rounds} interleaved rounds, repeat "
+        f"{args.repeat}, limit {args.limit}s, cpus {os.cpu_count()}, in-thread {args.in_thread}); load "
+        f"average {' '.join(load_start)} at start, {' '.join(load_end)} at end\n"
+    )
+    head = (
+        "| verifier | public acc | FP/FN | " + " | ".join(SUBSETS) + " | adversarial acc | adv FP | "
+        "recall acc | recall FP/FN | unverified | >limit | errors | p50 ms | p99 ms | max ms | "
+        "checks/s | checks/CPU-s | vs math-verify (wall) | vs math-verify (CPU) |"
+    )
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
+    summary = {}
+    for name in names:
+        rounds = runs[name]
+        v = rounds[0]["verdicts"]
+        changed = sum(
+            1
+            for other in rounds[1:]
+            for i, (verdict, _, _) in other["verdicts"].items()
+            if verdict != v[i][0]
+        )
+        n, right, fp, fn = score(cases, v, lambda c: c["set"] == "public" and not c["ambiguous"])
+        an, aright, afp, _ = score(cases, v, lambda c: c["set"] == "adversarial")
+        rn, rright, rfp, rfn = score(cases, v, lambda c: c["set"] == "recall")
         subsets = [
             score(cases, v, lambda c, f=f: c["set"] == "public" and not c["ambiguous"] and f(c["source"]))
             for f in SUBSETS.values()
         ]
-        slow = sum(1 for dt in r["latencies"] if dt > args.limit)
-        errors = sum(1 for _, _, err in v.values() if err)
-        rows.append((name, headline, subsets, adv, rec, slow, errors, r))
-    base = rows[-1][7]
-    load_end = open("/proc/loadavg").read().split()[:3]
-    print(
-        f"cases: {len(cases)} ({args.workers} workers, repeat {args.repeat}, limit {args.limit}s, "
-        f"cpus {os.cpu_count()}, in-thread {args.in_thread}); load average "
-        f"{' '.join(load_start)} at start, {' '.join(load_end)} at end\n"
-    )
-    head = (
-        "| verifier | public acc | FP/FN | " + " | ".join(SUBSETS) + " | adversarial acc | adv FP | "
-        "recall acc | recall FP/FN | "
-        ">limit | errors | p50 ms | p99 ms | max ms | checks/s | throughput vs math-verify |"
-    )
-    print(head)
-    print("|" + "---|" * (head.count("|") - 1))
-    for name, (n, right, fp, fn), subsets, (an, aright, afp, _), (
-        rn,
-        rright,
-        rfp,
-        rfn,
-    ), slow, errors, r in rows:
-        lat = r["latencies"]
-        tput = r["checks"] / r["wall"]
-        ratio = tput / (base["checks"] / base["wall"])
-        sub = " | ".join(f"{sr / sn * 100:.1f}%" if sn else "-" for sn, sr, _, _ in subsets)
-        public = f"{right / n * 100:.1f}%" if n else "-"
-        adv_acc = f"{aright / an * 100:.1f}%" if an else "-"
-        rec_acc = f"{rright / rn * 100:.1f}%" if rn else "-"
-        print(
-            f"| {name} | {public} | {fp}/{fn} | {sub} | {adv_acc} | {afp} | {rec_acc} | {rfp}/{rfn} | "
-            f"{slow} | {errors} | "
-            f"{pct(0.5, lat):.2f} | {pct(0.99, lat):.1f} | {max(lat) * 1000:.0f} | {tput:.0f} | "
-            f"{ratio:.2f}x |"
+        lat = [dt for r in rounds for dt in r["latencies"]]
+        errs = [err for r in rounds for _, _, err in r["verdicts"].values()]
+        unverified = sum(1 for e in errs if e == "unverified")
+        errors = sum(1 for e in errs if e and e != "unverified")
+        slow = sum(1 for dt in lat if dt > args.limit)
+        wall = [r["checks"] / r["wall"] for r in rounds]
+        cpu = [r["checks"] / r["cpu"] for r in rounds]
+        wall_ratio = statistics.median(
+            a["checks"] / a["wall"] / (b["checks"] / b["wall"])
+            for a, b in zip(rounds, runs[BASELINE], strict=True)
         )
-    print(
-        "\nmean latency: "
-        + ", ".join(f"{name} {statistics.mean(r['latencies']) * 1000:.2f} ms" for name, *_, r in rows)
-    )
+        cpu_ratio = statistics.median(
+            a["checks"] / a["cpu"] / (b["checks"] / b["cpu"])
+            for a, b in zip(rounds, runs[BASELINE], strict=True)
+        )
+        sub = " | ".join(f"{sr / sn * 100:.1f}%" if sn else "-" for sn, sr, _, _ in subsets)
+        acc = f"{right / n * 100:.1f}%" if n else "-"
+        print(
+            f"| {name} | {acc} | {fp}/{fn} | {sub} | {f'{aright / an * 100:.1f}%' if an else '-'} | {afp} | "
+            f"{f'{rright / rn * 100:.1f}%' if rn else '-'} | {rfp}/{rfn} | {unverified} | {slow} | {errors} | "
+            f"{pct(0.5, lat):.2f} | {pct(0.99, lat):.1f} | {max(lat) * 1000:.0f} | "
+            f"{statistics.median(wall):.0f} | {statistics.median(cpu):.0f} | {wall_ratio:.2f}x | {cpu_ratio:.2f}x |"
+        )
+        summary[name] = {
+            "right": right + aright + rright,
+            "p99": pct(0.99, lat),
+            "unverified": unverified,
+            "wall_ratio": wall_ratio,
+            "cpu_ratio": cpu_ratio,
+            "changed": changed,
+        }
+    print()
+    base = summary[BASELINE]
+    for name in names[:2]:
+        s = summary[name]
+        print(
+            f"{name}: throughput {s['cpu_ratio']:.1f}x per CPU-second and {s['wall_ratio']:.1f}x per wall "
+            f"second (target >= 2x): {'met' if min(s['cpu_ratio'], s['wall_ratio']) >= 2 else 'NOT met'}; "
+            f"right on {s['right']} vs {base['right']} cases (target >=): "
+            f"{'met' if s['right'] >= base['right'] else 'NOT met'}; p99 {s['p99']:.1f} ms (target < 50): "
+            f"{'met' if s['p99'] < 50 else 'NOT met'}; unverified {s['unverified']} (target 0): "
+            f"{'met' if s['unverified'] == 0 else 'NOT met'}; verdicts that changed between rounds: {s['changed']}"
+        )
 
 
 if __name__ == "__main__":

@@ -224,6 +224,7 @@ class CasPool:
             "recycled": 0,
             "queue_timeouts": 0,
             "max_wait_ms": 0,
+            "cpu_ms": 0,  # CPU time of all jobs on the workers
         }
 
     @property
@@ -316,11 +317,13 @@ class CasPool:
         cpu = worker.used()
         worker.kill()
         self.stats["timeouts"] += 1
+        self.stats["cpu_ms"] += round(cpu * 1000)
         self._checkin(None)
         return Outcome("timeout", detail=f"CAS deadline {timeout:.2f}s CPU", cpu_s=cpu)
 
     def _finish(self, worker: _Worker, status: str, value: Any, cpu: float = 0.0) -> Outcome:
         worker.tasks += 1
+        self.stats["cpu_ms"] += round(cpu * 1000)
         if worker.tasks >= self.max_tasks:  # stopped in the background: the caller never waits
             threading.Thread(target=worker.stop, daemon=True).start()
             self.stats["recycled"] += 1
