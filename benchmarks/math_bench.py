@@ -249,12 +249,15 @@ def main() -> None:
     for name in names:
         rounds = runs[name]
         v = rounds[0]["verdicts"]
-        changed = sum(
-            1
-            for other in rounds[1:]
-            for i, (verdict, _, _) in other["verdicts"].items()
-            if verdict != v[i][0]
+        flips = sorted(
+            {
+                cases[i]["id"]
+                for other in rounds[1:]
+                for i, (verdict, _, _) in other["verdicts"].items()
+                if verdict != v[i][0]
+            }
         )
+        changed = len(flips)
         n, right, fp, fn = score(cases, v, lambda c: c["set"] == "public" and not c["ambiguous"])
         an, aright, afp, _ = score(cases, v, lambda c: c["set"] == "adversarial")
         rn, rright, rfp, rfn = score(cases, v, lambda c: c["set"] == "recall")
@@ -295,6 +298,8 @@ def main() -> None:
             "cpu_ratio": cpu_ratio,
             "changed": changed,
         }
+        if flips:
+            print(f"<!-- {name}: verdicts that changed between rounds: {', '.join(flips[:10])} -->")
     print()
     base = summary[BASELINE]
     for name in names[:2]:

@@ -308,9 +308,10 @@ class CasPool:
             return Outcome("error", detail=f"worker died: {type(exc).__name__}")
         return self._finish(worker, status, value, cpu)
 
-    def _queue_timeout(self, detail: str = "no free worker") -> Outcome:
+    def _queue_timeout(self, what: str = "no free worker") -> Outcome:
+        """Past the bound on waiting for a worker (never the check's own budget)."""
         self.stats["queue_timeouts"] += 1
-        return Outcome("timeout", detail=f"{detail} within the queue bound")
+        return Outcome("timeout", detail=f"{what} (past the queue bound)")
 
     def _kill(self, worker: _Worker, timeout: float) -> Outcome:
         """Past the running job's deadline: kill its worker (a spare takes its place)."""
@@ -452,8 +453,7 @@ class CasPool:
             if job not in self._jobs:
                 return
             self._jobs.remove(job)
-        self.stats["queue_timeouts"] += 1
-        _settle(job, Outcome("timeout", detail="no free worker within the queue bound"))
+        _settle(job, self._queue_timeout())
 
     @property
     def usable(self) -> bool:

@@ -82,15 +82,24 @@ _TOKEN = re.compile(
 )
 
 
+def _is_number(tok: str) -> bool:
+    return tok[0].isdigit() or (tok[0] == "." and len(tok) > 1)
+
+
 def _tokens(s: str) -> list[str]:
-    out, pos = [], 0
+    """The tokens of `s`; two numbers apart by a space only (`4 5`: 45? 4, 5? 20?) are no expression."""
+    out, pos, spaced = [], 0, False
     s = s.strip()
     while pos < len(s):
         m = _TOKEN.match(s, pos)
         if not m:
             raise ConvertError(f"unexpected {s[pos : pos + 10]!r}")
-        out.append(m.group(1))
+        tok = m.group(1)
+        if spaced and out and _is_number(out[-1]) and _is_number(tok):
+            raise ConvertError(f"numbers {out[-1]!r} and {tok!r} apart by a space")
+        out.append(tok)
         pos = m.end()
+        spaced = pos < len(s) and s[pos].isspace()
         while pos < len(s) and s[pos].isspace():
             pos += 1
     return out

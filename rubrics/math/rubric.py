@@ -2,7 +2,8 @@
 
 * correct → 1.0 (`ok`); wrong → 0.0 (`ok`, reason `mismatch`); no answer → 0.0 (`no_answer`);
   unparseable or past the complexity guards → 0.0 (`invalid`, reason `parse_error`/`too_complex`);
-  CAS deadline → `score=None` (`timeout`); dead worker or broken gold → `score=None` (`error`).
+  past the CAS budget (`MathPolicy.cas_timeout_s` of CPU time) → `score=None` (`timeout`); dead
+  worker or broken gold → `score=None` (`error`).
 * Optional format component (`format_weight`): 1.0 when the answer sat in `\\boxed{}`, kept under
   `components["format"]`; the score is `correct + format_weight · format` for verified results.
 * Small checks (texts up to `INLINE_CHARS`) run on the event loop: the cheap, CAS-free part inline

@@ -355,7 +355,7 @@ NUMERALS = [
 ]
 
 # a rounded decimal gold is that number, not the exact value it rounds (issue 30; the policy
-# `rounded_golds="exact_rounds"` is the opt-in), and digits split by a space are no grouped number
+# `rounded_golds="exact_rounds"` is the opt-in)
 ROUNDED_GOLDS = [
     (r"\boxed{0.\overline{3}}", "0.33", False),
     (r"\boxed{0.\dot{3}}", "0.33", False),
@@ -368,12 +368,18 @@ ROUNDED_GOLDS = [
     (r"\boxed{\pi}", "3.14", False),
     (r"\boxed{\frac{22}{7}}", "3.14", False),
     ("The answer is $1/7$.", "0.143", False),
+]
+# digits apart by a space that is no thousands group are no number (never 45, 123 or 4·5)
+SPACED_DIGITS = [
     ("Ответ: 4\u00a05", "45", False),
     ("Réponse : 1\u202f2\u202f3", "123", False),
     ("Ответ: 4\u00a050", "450", False),
     ("Ответ: 4\u00a0500 руб.", "4", False),
     ("Ответ: 4\u00a0500 руб.", "500", False),
     ("Antwort: 1’000", "1", False),
+    (r"\boxed{4 5}", "20", False),
+    (r"\boxed{2 3 x}", "6x", False),
+    ("\\boxed{7\u00a025}", "175", False),
 ]
 
 INTERVAL_TRAPS = [
@@ -475,6 +481,7 @@ ALL = {
     "units": UNITS,
     "numerals": NUMERALS,
     "rounded_golds": ROUNDED_GOLDS,
+    "spaced_digits": SPACED_DIGITS,
     "interval_traps": INTERVAL_TRAPS,
     "domain": DOMAIN,
     "choice_traps": CHOICE_TRAPS,
