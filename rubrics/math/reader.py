@@ -95,7 +95,8 @@ def _tokens(s: str) -> list[str]:
         if not m:
             raise ConvertError(f"unexpected {s[pos : pos + 10]!r}")
         tok = m.group(1)
-        if spaced and out and _is_number(out[-1]) and _is_number(tok):
+        script = len(out) > 1 and out[-2] in ("_", "^")  # `\log_2 8`, `x^2 3`: a script, then its operand
+        if spaced and out and _is_number(out[-1]) and _is_number(tok) and not script:
             raise ConvertError(f"numbers {out[-1]!r} and {tok!r} apart by a space")
         out.append(tok)
         pos = m.end()

@@ -142,6 +142,8 @@ SPACED_THOUSANDS = [
     ("So the total is 4\u202f500 people.", "4500", True),
     ("Ответ: $4\\,500$", "4500", True),
     ("Ответ: -4\u00a0500", "-4500", True),
+    (r"\boxed{\log_2 16}", "4", True),  # a script and its operand, apart by a space, still read
+    (r"\boxed{2^3 5}", "40", True),
 ]
 
 INTERVALS = [
