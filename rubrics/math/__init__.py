@@ -9,7 +9,7 @@
 * `CasPool` / `default_pool()`: the isolated CAS worker processes (CPU-time budgets per check).
 
 Everything else in the package is internal. Its modules are layered (no import cycle: see
-tests/math/test_layout.py), bottom up: policy, numerals, spans, regions → numeric, normalize →
+tests/layout/test_import_graph.py), bottom up: policy, numerals, spans, regions → numeric, normalize →
 structure, units, reader → intervals → compare, extract, choice → cas, worker (CAS side, in the
 worker processes) → pool → verifier → rubric.
 """
