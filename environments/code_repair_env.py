@@ -143,20 +143,18 @@ class CodeRepairTask(MultiTurnTask):
             rng = random.Random(f"{ctx.item.uid}:{ctx.turn}:{id(ctx.state)}")
             index = rng.randrange(len(public.tests))
             return clip(describe_test(public, index), budget), index
-        named = int(result.components["passed"]) if "passed" in result.components else None
-        return clip(result.feedback or f"Rejected: {result.reason}", budget), named
+        # the rubric's feedback describes its first failing test: that one is named
+        return clip(result.feedback or f"Rejected: {result.reason}", budget), result.first_failure
 
     async def _passes(self, ctx: EpisodeContext, public: TestSuite, index: int, result: RewardResult) -> bool:
-        """Whether public test `index` passes now (tests run in order and stop at the first failure,
-        so only a failure before it needs a run of that one test)."""
+        """Whether public test `index` passes now: its record in `result`, or, when the run stopped
+        before it (an earlier test errored) or no test ran (no code, a hack), a run of that test alone."""
         if result.score == 1.0:
             return True
-        if "passed" not in result.components:
-            return False
-        first_failure = int(result.components["passed"])
-        if first_failure > index:
-            return True
-        if first_failure == index:
+        known = result.test_passed(index)
+        if known is not None:
+            return known
+        if not result.tests:  # nothing ran (no code block, does not compile): it does not pass
             return False
         one = dataclasses.replace(public, tests=(public.tests[index],))
         return (await ctx.rubric.score(Sample(ctx.item.prompt, ctx.answer, one))).score == 1.0

@@ -9,6 +9,8 @@
 * `Rubric.score` is async and never raises for anything the model wrote: exceptions inside a rubric
   become an `error` result with a reason. CPU-heavy work belongs in worker processes/threads, never
   on the event loop thread.
+* `TestRecord`: what one test did (rubrics that run tests: the code rubric), in `RewardResult.tests`,
+  so that a caller can ask which test failed first (`first_failure`) instead of guessing from counts.
 * `WeightedRubric` combines named rubrics with weights and per-component clipping.
 """
 
@@ -22,7 +24,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Literal
 
 from rubrics.text import final_segment
 
@@ -69,15 +71,42 @@ class Sample:
         return ""
 
 
+TestOutcome = Literal["passed", "failed", "error", "timeout", "not_run"]
+
+
+@dataclass(frozen=True)
+class TestRecord:
+    """What one test of a suite did. `index` counts from 0 in the suite's order; `kind` is the test's
+    format (code: stdio, call, assert); `outcome`: passed, failed (ran and gave a wrong result),
+    error (crashed, hit the memory or output limit, or a hack), timeout, not_run (the run stopped
+    before it); `detail`: the verdict in a few words (no expected values)."""
+
+    __test__ = False  # not a pytest class
+
+    index: int
+    kind: str
+    outcome: TestOutcome
+    detail: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == "passed"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "kind": self.kind, "outcome": self.outcome, "detail": self.detail}
+
+
 @dataclass(frozen=True)
 class RewardResult:
-    """A rubric's verdict. Invariant: `score is None` exactly when `status` is unverified."""
+    """A rubric's verdict. Invariant: `score is None` exactly when `status` is unverified.
+    `tests`: one record per test, in order, where the rubric ran tests (else empty)."""
 
     score: float | None
     status: Status = Status.OK
     components: Mapping[str, float] = field(default_factory=dict)
     feedback: str = ""  # safe to show the policy (e.g. the first failing test)
     reason: str = ""  # for logs and metrics, not for the policy
+    tests: tuple[TestRecord, ...] = ()
 
     def __post_init__(self) -> None:
         status = Status(self.status)
@@ -90,6 +119,16 @@ class RewardResult:
     @property
     def verified(self) -> bool:
         return self.score is not None
+
+    @property
+    def first_failure(self) -> int | None:
+        """Index of the first test that did not pass, or None (all passed, or no per-test records)."""
+        return next((t.index for t in self.tests if not t.passed), None)
+
+    def test_passed(self, index: int) -> bool | None:
+        """Whether test `index` passed; None when it did not run or there is no record of it."""
+        record = next((t for t in self.tests if t.index == index), None)
+        return None if record is None or record.outcome == "not_run" else record.passed
 
     @classmethod
     def unverified(cls, status: Status, reason: str) -> RewardResult:
@@ -106,6 +145,7 @@ class RewardResult:
             "components": dict(self.components),
             "feedback": self.feedback,
             "reason": self.reason,
+            **({"tests": [t.to_dict() for t in self.tests]} if self.tests else {}),
         }
 
 

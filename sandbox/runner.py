@@ -9,7 +9,7 @@ result channel (`Job.channel=True`, file descriptor 3). Nothing on stdout/stderr
 imports it and calls `main()`, so the sandbox's interpreter does not recompile it for every job.
 
 Spec (JSON): `{"version": 1, "setup": str, "code": str, "entry_point": str|null, "tests": [...],
-"time_limit_s": float, "wall_factor": float, "memory_mb": int, "stop_on_failure": bool}`. A test is
+"time_limit_s": float, "wall_factor": float, "memory_mb": int, "stop_on_error": bool}`. A test is
 one of
   * `{"kind": "stdio", "input": str, "max_output": int}`: the solution runs as `__main__` with that
     stdin; its stdout goes back to the host, which compares it (expected outputs never enter here);
@@ -32,7 +32,9 @@ current test has used more than `time_limit_s` (also checked from the frame and 
 wall deadline of `time_limit_s * wall_factor + 0.5` as a safety net (moved by the time the child
 waited for a CPU: a busy machine does not turn a check into a timeout) and RLIMIT_CPU as a backstop.
 It writes one framed record per test to the channel: `len(4) + JSON`. Record types: `hello`,
-`result`, `done`.
+`result`, `done`. Every test runs, except after a `hack` or `internal` record and, with
+`stop_on_error`, after the first record whose outcome is not `ok`: a wrong answer is `ok` here (the
+host judges stdio and call tests), so it never stops the run.
 
 Result outcomes: `ok` (ran to completion; stdio/call verdicts are decided on the host), `error`
 (exception, non-zero exit, fatal signal), `timeout`, `memory`, `output` (stdout over its cap),
@@ -1344,7 +1346,8 @@ def run_spec(spec: dict, channel_fd: int = CHANNEL_FD, rlimits: tuple = ()) -> N
             emit(record)
             count += 1
             outcome = record["outcome"]
-            if outcome in ("hack", "internal") or (spec.get("stop_on_failure") and outcome != "ok"):
+            # stdio/call verdicts are the host's: only what failed here can stop the run early
+            if outcome in ("hack", "internal") or (spec.get("stop_on_error") and outcome != "ok"):
                 stop = True
                 break
         _write_all(channel_fd, bytes(out))

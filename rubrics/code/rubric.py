@@ -5,13 +5,16 @@
 
 * no fenced code block in the final segment (after `</think>`)   → 0, `Status.NO_ANSWER`
 * the code does not compile (SyntaxError)                           → 0, `Status.INVALID`
-* a hack detector hit (static scan or in-sandbox audit hook/exit)   → 0, `Status.HACK`, components hack=1
+* a hack detector hit (static scan, in-sandbox audit hook, system call filter, early exit)
+                                                                    → 0, `Status.HACK`, components hack=1
 * tests ran: `reward="binary"` → 1.0 iff all pass; `"fraction"` → passed/total   (`Status.OK`)
 * sandbox/infrastructure failure (no records, corrupt channel, the job's own wall limit, harness
   failure, no result within the job's wall budget + `sandbox_wait_s`) → `score=None`, `ERROR`/`TIMEOUT`
 
 Feedback (safe to show the policy, deterministic): the first failing test with its input (or call),
-expected vs actual (clipped head+tail), or the error line; or "All N tests passed.".
+expected vs actual (clipped head+tail), or the error line; or "All N tests passed.". Tests are
+numbered from 1 in every text (feedback and reason); `RewardResult.tests` holds one `TestRecord` per
+test (index from 0): which test failed first is `result.first_failure`, never a count.
 Identical completions of one group are scored once (`_score_group`); distinct ones run concurrently.
 """
 
@@ -25,7 +28,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from rubrics.aio import Limiter
 from rubrics.code import pyparse
@@ -41,7 +44,7 @@ from rubrics.code.suites import (
     run_check,
     suite_from,
 )
-from rubrics.core import RewardResult, Rubric, Sample, Status
+from rubrics.core import RewardResult, Rubric, Sample, Status, TestOutcome, TestRecord
 from rubrics.text import final_segment
 from sandbox.core import ExecResult, Job, LimitHit, Limits, Sandbox, default_slots
 from sandbox.harness import harness_job
@@ -115,10 +118,25 @@ class CodeRubricConfig(BaseModel):
         description="longest a job may wait for a sandbox slot: with no result after its wall budget plus "
         "this, the sample is unverified (error), never a hang",
     )
-    stop_on_failure: bool | None = Field(None, description="stop at the first failure (default: binary)")
+    stop_on_error: bool | None = Field(
+        None,
+        description="stop after the first test that fails inside the sandbox (runtime error, time, memory or "
+        "output limit, non-builtin value); wrong answers are judged on the host after the job, so they never "
+        "stop it. Default: on for binary rewards",
+    )
     feedback_chars: int = Field(600, description="clip each feedback field to this many characters")
     static_hack_scan: bool = Field(True, description="flag frame/heap/ctypes access in call/assert tests")
     max_value_bytes: int = Field(1 << 20, description="largest encoded return value of one test")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "stop_on_failure" in data:
+            raise ValueError(
+                "stop_on_failure is now stop_on_error: the sandbox stops only on errors and limits, "
+                "wrong answers are judged on the host after every test ran"
+            )
+        return data
 
 
 def extract_code(text: str, languages: Sequence[str] = ("python", "py", "python3", "")) -> str | None:
@@ -300,7 +318,7 @@ class CodeRubric(Rubric):
         """One sandbox job running every test of `suite` against `code`."""
         tests_json, stdio_bytes, calls, asserts = suite.harness_tests  # once per suite
         channel_budget = stdio_bytes + calls * (self.config.max_value_bytes + 8192) + asserts * 8192
-        stop = self.config.stop_on_failure
+        stop = self.config.stop_on_error
         spec = {
             "version": 1,
             "setup": suite.setup,
@@ -309,7 +327,7 @@ class CodeRubric(Rubric):
             "time_limit_s": suite.time_limit_s,
             "wall_factor": self.config.wall_factor,
             "memory_mb": suite.memory_mb,
-            "stop_on_failure": self.config.reward == "binary" if stop is None else stop,
+            "stop_on_error": self.config.reward == "binary" if stop is None else stop,
             "max_value_bytes": self.config.max_value_bytes,
         }
         per_test = suite.time_limit_s * self.config.wall_factor + 0.7
@@ -389,6 +407,7 @@ class CodeRubric(Rubric):
         for o in outcomes:
             counts[o.verdict] = counts.get(o.verdict, 0) + 1
         summary = ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))
+        tests = tuple(test_record(o, suite) for o in outcomes)
         hacks = [o for o in outcomes if o.verdict == "hack"]
         if hacks:
             first = hacks[0]
@@ -396,7 +415,8 @@ class CodeRubric(Rubric):
                 score=0.0,
                 status=Status.HACK,
                 components={"hack": 1.0, "passed": float(passed), "total": float(total)},
-                reason=f"hack suspected in test {first.index}: {first.detail.get('why')}",
+                reason=f"hack suspected in test {first.index + 1} of {total}: {first.detail.get('why')}",
+                tests=tests,
             )
         fraction = passed / total if total else 0.0
         score = fraction if self.config.reward == "fraction" else float(passed == total)
@@ -414,6 +434,7 @@ class CodeRubric(Rubric):
             components=components,
             feedback=feedback,
             reason=f"{passed}/{total} passed ({summary})",
+            tests=tests,
         )
 
     def feedback(self, outcome: Outcome, suite: TestSuite, total: int) -> str:
@@ -451,6 +472,32 @@ class CodeRubric(Rubric):
         if outcome.verdict in ("runtime_error", "invalid_value") and outcome.detail:
             lines.append(clip(str(outcome.detail.get("error") or outcome.detail.get("why")), n))
         return "\n".join(lines)
+
+
+_RECORD_OUTCOME: dict[str, TestOutcome] = {
+    "passed": "passed",
+    "wrong_answer": "failed",
+    "invalid_value": "failed",
+    "output_limit": "failed",
+    "runtime_error": "error",
+    "memory": "error",
+    "hack": "error",
+    "timeout": "timeout",
+    "not_run": "not_run",
+}
+
+
+def test_record(outcome: Outcome, suite: TestSuite) -> TestRecord:
+    """The typed per-test record of one host-side verdict (no expected values in `detail`)."""
+    test = suite.tests[outcome.index]
+    kind = "stdio" if isinstance(test, StdioTest) else "call" if isinstance(test, CallTest) else "assert"
+    detail = _VERDICT_TEXT.get(outcome.verdict, outcome.verdict.replace("_", " "))
+    why = outcome.detail.get("error") or (
+        outcome.detail.get("why") if outcome.verdict != "wrong_answer" else ""
+    )
+    if why:
+        detail = f"{detail}: {str(why)[:200]}"
+    return TestRecord(outcome.index, kind, _RECORD_OUTCOME.get(outcome.verdict, "error"), detail)
 
 
 _decode_json = json.JSONDecoder().decode  # str in: no encoding sniffing per record

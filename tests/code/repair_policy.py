@@ -6,6 +6,10 @@ The policy knows f but its first attempt carries a set of bugs, each tied to a c
 and only when the feedback says what was expected (real feedback); with no or random feedback it
 resubmits the same program. The "large" bug has no public test, so it survives every repair.
 Choice 5 answers its first turn without code.
+
+`regress_policy` is a second policy: its first program fails only x = 0 (the middle public test);
+its first repair fixes that and breaks the positive inputs ("pos"), its second repair fixes those.
+Every repair fixes the test the feedback named while the number of passing tests stays the same.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from pathlib import Path
 
 EXPRESSIONS = ["x * x + 1", "3 * x - 2", "x * x * x", "2 * x + 7"]
 PUBLIC, PRIVATE = [-3, 0, 4], [-8, 0, 9, 2]
-BUGS = {"neg": ("x < 0", 1), "zero": ("x == 0", 2), "big": ("x > 5", 3)}
+BUGS = {"neg": ("x < 0", 1), "zero": ("x == 0", 2), "big": ("x > 5", 3), "pos": ("0 < x <= 5", 4)}
 INITIAL = [{"neg", "zero"}, {"neg"}, {"zero"}, set(), {"neg", "big"}, {"zero"}]
 
 
@@ -34,7 +38,7 @@ def write_problems(path: Path) -> Path:
 
 
 def bug_class(x: int) -> str | None:
-    return "neg" if x < 0 else "zero" if x == 0 else "big" if x > 5 else None
+    return "neg" if x < 0 else "zero" if x == 0 else "big" if x > 5 else "pos"
 
 
 def program(expr: str, bugs: set[str]) -> str:
@@ -60,3 +64,17 @@ def policy(text: str, index: int) -> str:
 
 def remaining_bugs(code_answer: str) -> set[str]:
     return set(re.findall(r"# bug (\w+)", code_answer))
+
+
+def regress_policy(text: str, index: int) -> str:
+    """See the module docstring: repairs the named input's bug; the first repair adds the "pos" bug."""
+    expr = re.search(r"f\(x\) = (.+?)\.", text).group(1)
+    answers = [a.split("<|im_end|>")[0] for a in text.split("<|im_start|>assistant\n")[1:-1]]
+    if not answers:
+        return program(expr, {"zero"})
+    bugs = remaining_bugs(answers[-1])
+    feedback = text.split("<|im_start|>user\n")[-1]
+    found = re.search(r"Input:\n(-?\d+)\n", feedback)
+    if found and "Expected output:" in feedback:
+        bugs = (bugs - {bug_class(int(found.group(1)))}) | ({"pos"} if len(answers) == 1 else set())
+    return program(expr, bugs)

@@ -14,7 +14,7 @@ from environments.atropos_runtime.local_model import build_tiny_model
 from environments.code_repair_env import HUB, CodeRepairEnv, CodeRepairEnvConfig, CodeRepairTask
 from rubrics.code.rubric import CodeRubric
 from rubrics.code.suites import suite_from
-from tests.code.repair_policy import policy, remaining_bugs, write_problems
+from tests.code.repair_policy import policy, regress_policy, remaining_bugs, write_problems
 from tests.runtime.scripted_policy import ScriptedPolicy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -209,3 +209,35 @@ async def test_evaluate_reports_solve_rate_per_turn_against_the_resampling_basel
     )
     samples = [json.loads(line) for line in (tmp_path / "ev" / "samples.jsonl").read_text().splitlines()]
     assert {s["mode"] for s in samples} == {"real", "none", "random", "resample"}
+
+
+@pytest.fixture(scope="module")
+def regress_server(tiny):
+    with ScriptedPolicy(AutoTokenizer.from_pretrained(tiny), regress_policy) as s:
+        yield s
+
+
+async def test_named_test_is_the_first_failing_one_not_a_count(tiny, regress_server, tmp_path):
+    """The feedback names the first failing public test and `named_fixed` reads that test's own
+    record: a repair that fixes the named test while another breaks counts as fixed (real: 1.0 on this
+    deterministic policy; a count of passing tests said 0.5), and in random mode `named_fixed` is
+    exactly whether the named test passes (the program never changes there: only x = 0 fails)."""
+    env = make_env(
+        tiny,
+        regress_server,
+        write_problems(tmp_path / "p.jsonl"),
+        data_dir_to_save_evals=str(tmp_path / "ev"),
+    )
+    await env.setup()
+    metrics = await env.evaluate()
+    await env.close_rubric()
+    assert metrics["eval/real/named_fixed"] == 1.0 and metrics["eval/real/solve@3"] == 1.0
+    samples = [json.loads(line) for line in (tmp_path / "ev" / "samples.jsonl").read_text().splitlines()]
+    checked = 0
+    for sample in (s for s in samples if s["mode"] == "random"):
+        feedback = [m["content"] for m in sample["messages"][2:] if m["role"] == "user"]
+        for k, text in enumerate(feedback):
+            named = int(text.split("Test ", 1)[1].split(" of ", 1)[0]) - 1
+            assert sample["turn_info"][k + 1]["named_fixed"] is (named != 1), (named, sample["turn_info"])
+            checked += 1
+    assert checked == 2 * len(env.eval_items) > 0

@@ -86,7 +86,7 @@ async def test_no_answer_invalid_and_reward_modes(code_sandbox):
     assert none.status is Status.NO_ANSWER and none.score == 0.0
     assert syntax.status is Status.INVALID and syntax.score == 0.0 and "SyntaxError" in syntax.feedback
     partial = "a, b = map(int, input().split())\nprint(a + b if a > 0 else 99)"
-    fraction = CodeRubric(code_sandbox, CodeRubricConfig(reward="fraction", stop_on_failure=False))
+    fraction = CodeRubric(code_sandbox, CodeRubricConfig(reward="fraction", stop_on_error=False))
     (b,), (f,) = (
         await score_all(binary, [fenced(partial)], suite),
         await score_all(fraction, [fenced(partial)], suite),
@@ -144,7 +144,7 @@ async def test_call_test_failure_classes(code_sandbox):
         time_limit_s=1.0,
         memory_mb=256,
     )
-    rubric = CodeRubric(code_sandbox, CodeRubricConfig(reward="fraction", stop_on_failure=False))
+    rubric = CodeRubric(code_sandbox, CodeRubricConfig(reward="fraction", stop_on_error=False))
     cases = {
         "def f(x):\n    return x * x": (1.0, "passed=2"),
         "def f(x):\n    return x * x if x == 2 else 0": (0.5, "wrong_answer=1"),
@@ -319,3 +319,46 @@ def test_jobs_in_flight_follow_the_sandbox_slots():
     assert CodeRubric(Pool(40), CodeRubricConfig(max_concurrency=3))._limit.capacity == 3  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         CodeRubricConfig(max_concurrency=0)
+
+
+async def test_per_test_records_name_the_first_failure_in_every_format(code_sandbox):
+    """Wrong answers are judged on the host, so every test runs and `tests` says what each did; the
+    first failing index is read from there (a count of passes would say 1 here, not 0)."""
+    stdio = TestSuite(tuple(StdioTest(f"{x}\n", f"{x * x}\n") for x in (-3, 0, 4)), time_limit_s=2.0)
+    call = TestSuite(
+        tuple(asserts_to_tests("assert f(-3) == 9\nassert f(0) == 0\nassert f(4) == 16")),
+        entry_point="f",
+        time_limit_s=2.0,
+    )
+    body = "    return 0 if x == 0 else x + 1"  # right for 0 only
+    programs = {"stdio": "x = int(input())\nprint(0 if x == 0 else x + 1)", "call": f"def f(x):\n{body}"}
+    for config in (CodeRubricConfig(), CodeRubricConfig(reward="fraction")):
+        rubric = CodeRubric(code_sandbox, config)
+        for name, suite in (("stdio", stdio), ("call", call)):
+            res = (await score_all(rubric, [fenced(programs[name])], suite))[0]
+            assert [(t.index, t.kind, t.outcome) for t in res.tests] == [
+                (0, name, "failed"),
+                (1, name, "passed"),
+                (2, name, "failed"),
+            ], res
+            assert res.first_failure == 0 and res.test_passed(1) is True and res.test_passed(2) is False
+            assert res.feedback.startswith("Test 1 of 3 failed: wrong answer.")
+            assert res.to_dict()["tests"][1] == {
+                "index": 1,
+                "kind": name,
+                "outcome": "passed",
+                "detail": "passed",
+            }
+    # errors stop a binary run (stop_on_error): the rest is not run, and says so
+    crash = "def f(x):\n    return 1 // x"  # ZeroDivisionError at x = 0 only
+    res = (await score_all(CodeRubric(code_sandbox), [fenced(crash)], call))[0]
+    assert [t.outcome for t in res.tests] == ["failed", "error", "not_run"], res
+    assert (
+        res.first_failure == 0 and res.test_passed(2) is None and "ZeroDivisionError" in res.tests[1].detail
+    )
+    res = (
+        await score_all(CodeRubric(code_sandbox, CodeRubricConfig(reward="fraction")), [fenced(crash)], call)
+    )[0]
+    assert [t.outcome for t in res.tests] == ["failed", "error", "failed"], res
+    with pytest.raises(ValueError, match="stop_on_error"):
+        CodeRubricConfig(stop_on_failure=True)
