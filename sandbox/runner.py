@@ -23,8 +23,11 @@ Children. A stdio test gets its own child (the solution runs as `__main__` with 
 consecutive call/assert tests share one "session" child: setup + solution once, then the tests in
 order, one message each; after a timeout or crash the next test gets a fresh child. Each child
 closes the channel (and every other descriptor), moves to its own process group, sets rlimits
-(address space; CPU as a backstop), installs an audit hook (frame/heap/ctypes access, tracing, code
-replacement, process creation, kills, paths into /proc → hack; sessions also verify an identity
+(address space; CPU as a backstop), installs a seccomp filter that keeps descriptors 0-2 and the
+result pipe in place whatever the code calls (`fd_filter`; a `dup2` onto them is SIGSYS → hack),
+installs an audit hook (signals to any process, process creation, opening the harness's own files
+such as the spec → hack in every format; frame/heap/ctypes access, tracing, code replacement, paths
+into /proc → hack in sessions; sessions also verify an identity
 snapshot of every loaded module, see `_Snapshot` and `_child`) and talks to the harness over a private pipe in frames
 `len(4) nonce(16) tag(1) index(4) cpu(8) body`. The harness validates the frames and enforces the
 time limit as CPU time: it reads the child's CPU from /proc every 50 ms and kills it once the
@@ -116,6 +119,10 @@ _SPAWN = {
     "subprocess.Popen",
     "pty.spawn",
 }
+# signalling: another process could be the harness; itself, a test ended before its verdict
+_SIGNAL = {"os.kill", "os.killpg", "signal.pthread_kill"}
+# calls that open or point at a path (checked against the harness's own files)
+_LINKING = {"open", "os.symlink", "os.link"}
 # attribute assignments that change what existing code does without rebinding a name
 _SET_HACK = {"__code__", "__bases__", "__class__"}
 _PRELOAD = (
@@ -188,6 +195,137 @@ def _class_dict(klass: type) -> dict | None:
 
 
 _STAMP = _dict_stamps()
+
+
+# ----------------------------------------------------------------------------- descriptor guard
+
+# per machine: (AUDIT_ARCH, close, dup2 (None: the architecture has only dup3), dup3, close_range)
+_FD_CALLS = {
+    "x86_64": (0xC000003E, 3, 33, 292, 436),
+    "aarch64": (0xC00000B7, 57, None, 24, 436),
+}
+_BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_JGT_K, _BPF_RET_K = 0x20, 0x15, 0x25, 0x06
+_SECCOMP_ALLOW, _SECCOMP_KILL_PROCESS, _SECCOMP_ERRNO = 0x7FFF0000, 0x80000000, 0x00050000
+_EPERM = 1
+
+
+def fd_filter(machine: str, stdio: bool) -> bytes | None:
+    """A seccomp program (packed `struct sock_filter`s) that keeps a child's descriptors 0-2 (and
+    the result pipe) what the harness made them, whatever the code calls: `dup2`/`dup3` onto one of
+    them kills the process (SIGSYS, judged a hack). Closing one of 0-2 kills a session child too;
+    in a stdio child (where `open(0).read()` closes fd 0 when the file object goes) `close` of 0-2
+    returns success without closing, and a `close_range` from 0-2 fails (EPERM: Python, like libc,
+    then closes one by one), so nothing can ever be opened onto them. Nothing else can put another
+    file there: every other call that makes a descriptor takes the lowest free number, and 0-2 are
+    never free. None for an architecture not listed here."""
+    if machine not in _FD_CALLS:
+        return None
+    arch, close, dup2, dup3, close_range = _FD_CALLS[machine]
+    on_close = _SECCOMP_ERRNO if stdio else _SECCOMP_KILL_PROCESS  # ERRNO 0: "closed", still open
+    on_range = (_SECCOMP_ERRNO | _EPERM) if stdio else _SECCOMP_KILL_PROCESS
+    nr_of = [(dup2, "dup"), (dup3, "dup"), (close, "close"), (close_range, "range")]
+    code: list = [(_BPF_LD_W_ABS, 0, 0, 4), (_BPF_JEQ_K, 0, "allow", arch), (_BPF_LD_W_ABS, 0, 0, 0)]
+    code += [(_BPF_JEQ_K, label, 0, nr) for nr, label in nr_of if nr is not None]
+    code += [(_BPF_RET_K, 0, 0, _SECCOMP_ALLOW)]
+    labels = {"dup": len(code)}  # a dup's target is argument 1 (its low word: the kernel's int)
+    code += [(_BPF_LD_W_ABS, 0, 0, 24), (_BPF_JEQ_K, "kill", 0, RESULT_FD), (_BPF_JGT_K, "allow", "kill", 2)]
+    labels["close"] = len(code)
+    code += [(_BPF_LD_W_ABS, 0, 0, 16), (_BPF_JGT_K, "allow", "on_close", 2)]
+    labels["range"] = len(code)
+    code += [(_BPF_LD_W_ABS, 0, 0, 16), (_BPF_JGT_K, "allow", "on_range", 2)]
+    for label, value in (("allow", _SECCOMP_ALLOW), ("kill", _SECCOMP_KILL_PROCESS)):
+        labels[label] = len(code)
+        code.append((_BPF_RET_K, 0, 0, value))
+    labels["on_close"], labels["on_range"] = len(code), len(code) + 1
+    code += [(_BPF_RET_K, 0, 0, on_close), (_BPF_RET_K, 0, 0, on_range)]
+    out = b""
+    for pc, (op, jt, jf, k) in enumerate(code):
+        jt, jf = (labels[j] - pc - 1 if isinstance(j, str) else j for j in (jt, jf))
+        out += struct.pack("=HBBI", op, jt, jf, k)
+    return out
+
+
+_FD_GUARD: dict = {}  # stdio? -> (prctl, address of its sock_fprog) or None; built in the harness process
+
+
+def _fd_guard(stdio: bool):
+    """(prctl, address of the `sock_fprog`) that a child hands the kernel to install `fd_filter`, made
+    once in the harness process (making ctypes objects in a child costs copied pages); None where
+    this machine has no filter."""
+    if stdio not in _FD_GUARD:
+        program = fd_filter(os.uname().machine, stdio)
+        if program is None:
+            _FD_GUARD[stdio] = None
+        else:
+            import ctypes
+
+            class _Fprog(ctypes.Structure):
+                _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+            prctl = ctypes.CDLL(None, use_errno=True).prctl
+            prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+            prctl.restype = ctypes.c_int
+            buf = ctypes.create_string_buffer(program, len(program))
+            fprog = _Fprog(len(program) // 8, ctypes.addressof(buf))
+            inherited = prctl(39, 0, 0, 0, 0) == 1  # PR_GET_NO_NEW_PRIVS: set by bwrap or the worker
+            _FD_GUARD[stdio] = (prctl, ctypes.addressof(fprog), inherited, buf, fprog)  # buf, fprog: kept
+    return _FD_GUARD[stdio]
+
+
+def _install_fd_guard(guard) -> str | None:
+    """In the child, before any solution code: install the filter; why it failed, or None."""
+    if guard is None:
+        return None
+    prctl, address, inherited = guard[0], guard[1], guard[2]
+    if not inherited and prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS: lets anyone add a filter
+        return f"prctl(PR_SET_NO_NEW_PRIVS) failed: errno {__import__('ctypes').get_errno()}"
+    if prctl(22, 2, address, 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+        return f"cannot install the descriptor filter: errno {__import__('ctypes').get_errno()}"
+    return None
+
+
+# ----------------------------------------------------------------------------- harness files
+
+
+# what a one-shot harness job ships next to the spec (`sandbox.harness.harness_job`); a warm pool
+# runs the job in an empty directory, with the harness files elsewhere (`_HARNESS_DIR`)
+JOB_FILES = frozenset({"spec.json", "run.py", "rlvr_runner.py", "rlvr_runner", "__pycache__"})
+
+
+def _harness_names() -> tuple[str, frozenset]:
+    """The directory this harness was loaded from, and the names in it now (before any solution
+    ran): the job's files in a one-shot job, the worker's files in a warm pool."""
+    where = os.path.dirname(os.path.abspath(__file__))
+    try:
+        return where, frozenset(os.listdir(where)) | JOB_FILES
+    except OSError:
+        return where, JOB_FILES
+
+
+_HARNESS_DIR, _HARNESS_FILES = _harness_names()
+_JOB_DIR = [_HARNESS_DIR]  # the job's directory: `run_spec` sets it (a pool's scratch directory)
+
+
+def _harness_file(path: object, cwd: str, _type=type, _str=str, _bytes=bytes) -> str | None:
+    """Why `path` names one of the harness's files (the spec with the tests, the runner) in the
+    harness's or the job's directory, or None: where a harness keeps the tests and expected outputs
+    is where a solution would look for them (none are there; looking is what counts). Lexical: a
+    link to one is checked when it is made."""
+    kind = _type(path)
+    if kind is _bytes:
+        path = path.decode("utf-8", "surrogateescape")
+    elif kind is not _str:
+        return None
+    full = os.path.normpath(path if path.startswith("/") else cwd + "/" + path)
+    for base in (_HARNESS_DIR, _JOB_DIR[0]):
+        if full.startswith(base + "/") and full[len(base) + 1 :].split("/", 1)[0] in _HARNESS_FILES:
+            return f"harness file {path[:200]!r}"
+    return None
+    full = os.path.normpath(path if path.startswith("/") else cwd + "/" + path)
+    where, name = full.rsplit("/", 1) if "/" in full else ("", full)
+    if where == _HARNESS_DIR + "/__pycache__" or (where == _HARNESS_DIR and name in _HARNESS_FILES):
+        return f"harness file {path[:200]!r}"
+    return None
 
 
 # ----------------------------------------------------------------------------- value encoding
@@ -646,6 +784,7 @@ def _child(
     streams: tuple,
     rlimits: tuple = (),
     reach: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
+    guard: tuple | None = None,
 ) -> None:
     """Run `chunk` ([(index, test)]) in this forked process and leave with os._exit; never returns.
 
@@ -662,9 +801,13 @@ def _child(
     and before every open), the descriptors 0-2 and the result pipe; no process creation (in any
     format), no path into /proc.
     Checks see the setup's names and the real builtins, never the solution's shadowing globals.
+    In every format: no signal to any process (itself included), no open of the harness's own files
+    (`_harness_file`), and `guard` (`_fd_guard`: a seccomp filter, installed before the solution
+    runs) keeps descriptors 0-2 and the result pipe in place whatever the code calls.
     """
     _write, _exit, _pack, _type, _getframe = os.write, os._exit, struct.pack, type, sys._getframe
     _str, _reason, _lstat, _readlink, _getcwd = str, _path_reason, os.lstat, os.readlink, os.getcwd
+    _harness = _harness_file
     _cpu = time.process_time
     started = [_cpu()]  # CPU clock at the start of the current test (reported with every message)
     stdio = chunk[0][1]["kind"] == "stdio"
@@ -704,11 +847,14 @@ def _child(
         passes = {index: nonce + b"P" + _pack(">i", index) for index, _ in chunk}
         fds = (0, 1, 2, RESULT_FD)
         fds_before = _fd_ids(fds)
+        failed = _install_fd_guard(guard)
+        if failed is not None:
+            send("I", first, failed.encode())
+            _exit(0)
     except BaseException as exc:  # noqa: BLE001 - harness failure, not the solution's
         send("I", first, repr(exc).encode())
         _exit(0)
 
-    my_pid = os.getpid()
     current = [first]
     snapshot = None if stdio else _PRISTINE[0]
 
@@ -728,13 +874,24 @@ def _child(
         if current[0] is None:
             return
         reason = None
-        if event == "os.kill" or event == "os.killpg":
-            if args[0] != my_pid:
-                reason = f"{event}{args}"
+        if event in _SIGNAL:  # any process, itself included: ending a test early is a hack too
+            reason = f"{event}{args}"[:200]
         elif event in _SPAWN:  # a shell could signal the harness (or anything else) behind our back
             reason = event
-        elif stdio:
-            return
+        elif event in _LINKING and _type(args[0]) is not int:  # where the tests would be
+            index, current[0] = current[0], None
+            try:
+                cwd = _getcwd()
+                if event == "os.symlink":  # the target, relative to the link's directory
+                    link = args[1] if _type(args[1]) is _str else ""
+                    cwd = (link if link.startswith("/") else cwd + "/" + link).rsplit("/", 1)[0] or "/"
+                why = _harness(args[0], cwd)
+            finally:
+                current[0] = index
+            if why is not None:
+                reason = f"{event}: {why}"
+        if reason is not None or stdio:
+            pass  # stdio: the solution has the process to itself (the kernel keeps it from the harness)
         elif event in _ALWAYS_HACK or event.startswith("ctypes."):
             reason = event
         elif event == "open" or event == "os.chdir" or event == "os.symlink":
@@ -1060,11 +1217,12 @@ def supervise(spec: dict, chunk: list, rlimits: tuple = ()) -> list[dict]:
     err_w = os.open(os.devnull, os.O_WRONLY)
     files = (in_fd, out_w, err_w)
     streams = _child_stdio(files)
+    guard = _fd_guard(stdio)
     started = time.monotonic()
     pid = os.fork()
     if pid == 0:
         try:
-            _child(spec, chunk, nonce, res_w, files, streams, rlimits, reach)
+            _child(spec, chunk, nonce, res_w, files, streams, rlimits, reach, guard)
         finally:
             os._exit(70)
     streams = None
@@ -1258,6 +1416,9 @@ def _exit_record(
     if sig is not None:
         if sig == signal.SIGKILL:
             return {**record, "outcome": "memory", "signal": sig}
+        if sig == signal.SIGSYS:  # `fd_filter` (or the sandbox's filter: a foreign system call ABI)
+            return {**record, "outcome": "hack", "hack": "forbidden system call: replacing descriptor 0-2 "
+                    "or the result pipe (or a foreign system call ABI)"}  # fmt: skip
         return {
             **record,
             "outcome": "error",
@@ -1326,6 +1487,7 @@ def run_spec(spec: dict, channel_fd: int = CHANNEL_FD, rlimits: tuple = ()) -> N
     # wall budget (the host kills the job then): a reserve is left to report what ran
     budget = float(spec.get("wall_budget_s") or "inf")
     spec["_ends_at"] = time.monotonic() + budget - min(BUDGET_RESERVE_S, budget / 4)
+    _JOB_DIR[0] = os.getcwd()
 
     def emit(record: dict) -> None:
         data = json.dumps(record, separators=(",", ":")).encode()
