@@ -260,7 +260,7 @@ CHEATS = {
         True,
     ),
     "exit_from_a_thread": (
-        "import os, threading\ndef f(x):\n    threading.Thread(target=os._exit, args=(0,)).start()\n    return 0",
+        "import os, threading\ndef f(x):\n    t = threading.Thread(target=os._exit, args=(0,))\n    t.start()\n    t.join()\n    return x * x",
         True,
     ),
     "read_spec_file": (
