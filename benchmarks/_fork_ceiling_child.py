@@ -16,7 +16,13 @@ import time
 
 
 def _load(name: str, path: str):
-    spec = importlib.util.spec_from_file_location(name, path)
+    """The module at `path`, or the package whose directory `path` is, imported as `name`."""
+    if os.path.isdir(path):
+        spec = importlib.util.spec_from_file_location(
+            name, os.path.join(path, "__init__.py"), submodule_search_locations=[path]
+        )
+    else:
+        spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)

@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CHILD = Path(__file__).with_name("_fork_ceiling_child.py")
 WORKER = ROOT / "sandbox" / "_worker.py"
-RUNNER = ROOT / "sandbox" / "runner.py"
+RUNNER = ROOT / "sandbox" / "runner"  # the package
 
 
 class ForkCeiling:

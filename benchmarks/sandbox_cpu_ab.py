@@ -2,7 +2,8 @@
 
 A throughput figure on this shared 2-core host moves by +-30% with the other tenants' load; CPU per
 job moves much less, and least when the two versions alternate job by job. Two pools
-(`BwrapSandbox(slots=1)`), one running `sandbox/_worker.py` + `sandbox/runner.py` as of `--base`
+(`BwrapSandbox(slots=1)`), one running `sandbox/_worker.py` + the runner (`sandbox/runner.py`, or the
+package `sandbox/runner/` since it was split; handed over as `sandbox.staging` does) as of `--base`
 (default HEAD), the other this working tree's; the host code is this tree's for both. Modes:
 * `plain`: `python3 main.py` (trivial solution + 5 asserts, the sandbox_bench job), job by job;
 * `code`: `CodeRubric` on the HumanEval canonical solutions, completion by completion.
@@ -21,14 +22,13 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sandbox import pool  # noqa: E402
+from sandbox import staging  # noqa: E402
 from sandbox.bwrap import BwrapConfig, BwrapSandbox  # noqa: E402
 from sandbox.core import Job  # noqa: E402
 
@@ -41,16 +41,17 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 
 class Side:
-    """One pool running a given worker + runner source."""
+    """One pool running a given worker + runner (the in-sandbox files, `sandbox.staging`)."""
 
-    def __init__(self, name: str, worker: str, runner: str) -> None:
-        self.name, self.worker, self.runner = name, worker, runner
+    def __init__(self, name: str, payload: dict[str, bytes]) -> None:
+        self.name, self.payload = name, payload
         self.box = BwrapSandbox(BwrapConfig(slots=1))
         self.host = 0.0
 
     def select(self) -> None:
-        """The sources a (re)started worker of this side mounts (read when a worker launches)."""
-        pool.WORKER_SRC, pool.RUNNER_SRC = self.worker, self.runner
+        """The files a (re)started worker of this side gets (read when a worker launches)."""
+        staging.payload = lambda: self.payload
+        staging.digest.cache_clear()
 
     def counters(self) -> tuple[float, int, int]:
         """(CPU s, own faults, reaped children's faults) of the worker: self + reaped jobs."""
@@ -61,17 +62,26 @@ class Side:
         return sum(int(v) for v in f[11:15]) / TICK, int(f[7]), int(f[8])
 
 
-def sources(rev: str, into: Path) -> tuple[str, str]:
-    out = []
-    for rel in ("sandbox/_worker.py", "sandbox/runner.py"):
-        text = subprocess.run(
-            ["git", "-C", str(ROOT), "show", f"{rev}:{rel}"], capture_output=True, text=True, check=True
-        )
-        path = into / Path(rel).name
-        path.write_text(text.stdout)
-        path.chmod(0o644)
-        out.append(str(path))
-    return out[0], out[1]
+def _show(rev: str, rel: str) -> bytes:
+    return subprocess.run(
+        ["git", "-C", str(ROOT), "show", f"{rev}:{rel}"], capture_output=True, check=True
+    ).stdout
+
+
+def sources(rev: str) -> dict[str, bytes]:
+    """The in-sandbox files as of `rev`: the worker and the runner (one file before the split, else
+    the package `rlvr_runner/`), by their names inside the sandbox."""
+    listed = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-tree", "--name-only", rev, "sandbox/runner/"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    files = {"worker.py": _show(rev, "sandbox/_worker.py")}
+    if not listed:
+        return {**files, "runner.py": _show(rev, "sandbox/runner.py")}
+    return {
+        **files,
+        **{f"rlvr_runner/{Path(rel).name}": _show(rev, rel) for rel in listed if rel.endswith(".py")},
+    }
 
 
 def rounds(sides: list[Side], items: list, run_one, n_rounds: int) -> dict[str, list[tuple]]:
@@ -165,20 +175,18 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=300, help="plain jobs per side per round")
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        os.chmod(tmp, 0o755)  # bwrap mounts the files as the sandbox's unprivileged uid
-        base_worker, base_runner = sources(args.base, Path(tmp))
-        tree = Side("tree", pool.WORKER_SRC, pool.RUNNER_SRC)
-        base = Side("base", base_worker, base_runner)
-        sides = [base, tree]
-        try:
-            if args.mode in ("plain", "both"):
-                plain(sides, args.jobs, args.rounds)
-            if args.mode in ("code", "both"):
-                code(sides, args.rounds)
-        finally:
-            for s in sides:
-                s.box.close_sync()
+    # the files are handed to bubblewrap as memfds (`sandbox.staging`): no copy on disk
+    tree = Side("tree", staging.payload())
+    base = Side("base", sources(args.base))
+    sides = [base, tree]
+    try:
+        if args.mode in ("plain", "both"):
+            plain(sides, args.jobs, args.rounds)
+        if args.mode in ("code", "both"):
+            code(sides, args.rounds)
+    finally:
+        for s in sides:
+            s.box.close_sync()
     return 0
 
 

@@ -14,7 +14,7 @@ stdio objects, argv, env, cwd, rlimits, new session; fds 0-2 and optionally 3 on
 then SIGKILL every other process in the namespace, reap, and wipe the scratch dir and /dev/shm.
 
 Harness jobs (spec mode "harness", see `sandbox/harness.py`): the trusted test harness
-(`runner.py`, mounted read-only next to this file and imported once at start) runs here, in PID 1:
+(the package `rlvr_runner/`, mounted read-only next to this file and imported once at start) runs here, in PID 1:
 it forks one child per test session (the only process that runs untrusted code; it closes every
 inherited descriptor, including the control socket and the result channel, before the solution
 runs) and writes its records to the job's channel descriptor. Same sweep and wipe afterwards.
@@ -404,13 +404,15 @@ def _ipc_clean():
 
 
 def _load_runner():
-    """The trusted harness mounted next to this file, imported once (None if it is not there)."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runner.py")
+    """The trusted harness (the package `rlvr_runner/`) mounted next to this file, imported once
+    (None if it is not there)."""
+    where = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rlvr_runner")
+    path = os.path.join(where, "__init__.py")
     if not os.path.exists(path):
         return None
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("rlvr_runner", path)
+    spec = importlib.util.spec_from_file_location("rlvr_runner", path, submodule_search_locations=[where])
     module = importlib.util.module_from_spec(spec)
     sys.modules["rlvr_runner"] = module
     spec.loader.exec_module(module)

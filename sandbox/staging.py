@@ -14,8 +14,10 @@ the sandbox's uid; it is staged or handed over):
   process's uid and writable by nobody else. A copy is written into a temporary directory and
   renamed into place, so pools in concurrent processes share it without a race.
 
-`IN_SANDBOX` is the one list of those files (name under `DEST` -> source path in this package): a
-module the worker or the harness needs inside the sandbox is added there, and both backends take it.
+`IN_SANDBOX` is the one list of those files (name under `DEST` -> source path in this package): the
+worker, and every module of the harness package `sandbox/runner/` (inside: the package
+`rlvr_runner/`, which the worker imports from next to itself); both backends take it. A module the
+worker needs is added there; a new module of the harness package is picked up by itself.
 """
 
 from __future__ import annotations
@@ -30,13 +32,18 @@ from pathlib import Path
 
 from sandbox import _proc
 from sandbox.core import SandboxUnavailable
+from sandbox.runner.wire import PACKAGE as RUNNER_PACKAGE  # its name inside the sandbox
 
 DEST = "/run/rlvr"  # where the files appear inside the sandbox (read-only)
+PACKAGE_DIR = Path(__file__).resolve().parent
 IN_SANDBOX: dict[str, str] = {
     "worker.py": "_worker.py",  # the warm fork-server (PID 1 of a pool sandbox)
-    "runner.py": "runner.py",  # the trusted test harness the worker imports from next to itself
+    # the trusted test harness, which the worker imports from next to itself
+    **{
+        f"{RUNNER_PACKAGE}/{p.name}": f"runner/{p.name}"
+        for p in sorted((PACKAGE_DIR / "runner").glob("*.py"))
+    },
 }
-PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 def dest(name: str) -> str:
@@ -82,6 +89,9 @@ def staged_dir(root: str | None = None) -> str:
         tmp = Path(tempfile.mkdtemp(prefix=".stage-", dir=base))
         try:
             for name, data in payload().items():
+                for parent in reversed((tmp / name).relative_to(tmp).parents[:-1]):
+                    (tmp / parent).mkdir(exist_ok=True)
+                    os.chmod(tmp / parent, 0o755)
                 (tmp / name).write_bytes(data)
                 os.chmod(tmp / name, 0o644)
             os.chmod(tmp, 0o755)
@@ -121,6 +131,10 @@ def _complete(path: Path) -> bool:
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or stat.S_IMODE(st.st_mode) != 0o755:
             return False
         for name, data in payload().items():
+            for parent in (path / name).relative_to(path).parents[:-1]:
+                dst = os.lstat(path / parent)
+                if not stat.S_ISDIR(dst.st_mode) or stat.S_IMODE(dst.st_mode) != 0o755:
+                    return False
             fst = os.lstat(path / name)
             if not stat.S_ISREG(fst.st_mode) or stat.S_IMODE(fst.st_mode) != 0o644:
                 return False

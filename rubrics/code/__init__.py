@@ -5,7 +5,7 @@ Public API:
   sandbox job, turn the runner's record into a `RewardResult` (pass fraction or all-or-nothing).
 * test suites (`suites.py`): `StdioTest`, `CallTest`, `AssertTest`, `TestSuite`, `suite_from`,
   `humaneval_suite`, `call_suite`, `asserts_to_tests`, `compare_stdout` (the host-side half of
-  every verdict; the sandbox-side half is `sandbox/runner.py`).
+  every verdict; the sandbox-side half is `sandbox/runner/`).
 * `extract_code`, `static_hack_scan` (`rubric.py`); `pyparse` (the one lock every host-side
   `ast.parse` takes).
 """

@@ -1,6 +1,6 @@
 """Test formats for code rubrics, and the host-side half of every verdict.
 
-Three formats, all running in ONE sandbox job per problem (`sandbox/runner.py` is the other half):
+Three formats, all running in ONE sandbox job per problem (`sandbox/runner/` is the other half):
 
 * `StdioTest(input, output)`: CodeContests / APPS / TACO / LiveCodeBench style. The expected output
   never enters the sandbox; the host compares with `compare_stdout` (rules in its docstring).
@@ -80,7 +80,7 @@ class TestSuite:
 
     @functools.cached_property
     def harness_tests(self) -> tuple[str, int, int, int]:
-        """The tests as the sandbox's harness gets them (`sandbox/runner.py` spec; expected outputs
+        """The tests as the sandbox's harness gets them (`sandbox/runner/` spec; expected outputs
         and values never included), as JSON, with the result channel bytes the stdio tests need and
         the numbers of call and assert tests. Once per suite object."""
         tests, stdio_bytes, calls, asserts = [], 0, 0, 0

@@ -115,6 +115,17 @@ CHEATS = {
     "ctypes": ("import ctypes\ndef f(x):\n    return 0", True),
     "forge_frames_without_nonce": (FORGE_FRAME, True),
     "frame_walk_as_the_harness_file": (FORGE_AS_HARNESS, True),
+    # the harness is a package: each of its modules' own code file names is the harness's too
+    **{
+        f"frame_walk_as_harness_module_{module}": (
+            FORGE_AS_HARNESS.replace(
+                'sys.modules["rlvr_runner"].__file__',
+                f'sys.modules["rlvr_runner.{module}"].{fn}.__code__.co_filename',
+            ),
+            True,
+        )
+        for module, fn in (("child", "_child"), ("supervisor", "supervise"), ("wire", "encode"))
+    },
     "code_from_marshal": (
         "import marshal\nc = marshal.loads(marshal.dumps(compile('0', 'x', 'eval')))\ndef f(x):\n    return 0",
         True,

@@ -26,12 +26,14 @@ def test_pool_recognises_only_exact_harness_jobs():
     job = _job()
     spec = harness_spec(job, PYTHONS)
     assert spec is not None and json.loads(spec)["entry_point"] == "f"
-    tampered = dict(job.files, **{"rlvr_runner.py": job.files["rlvr_runner.py"] + "\n# changed\n"})
+    sources = [k for k in job.files if k.startswith("rlvr_runner/") and k.endswith(".py")]
+    assert len(sources) >= 5 and "rlvr_runner/__init__.py" in sources  # the package, every module
+    tampered = [dict(job.files, **{k: job.files[k] + "\n# changed\n"}) for k in sources]
     extra = dict(job.files, **{"evil.py": "print(1)"})
     pyc = next(k for k in job.files if k.endswith(".pyc"))
     other_pyc = dict(job.files, **{pyc: b"\0" * 32})
     variants = [
-        dataclasses.replace(job, files=tampered),
+        *(dataclasses.replace(job, files=t) for t in tampered),
         dataclasses.replace(job, files=extra),
         dataclasses.replace(job, files=other_pyc),
         dataclasses.replace(job, command=("/nonexistent/python3", "run.py")),

@@ -92,7 +92,7 @@ async def test_a_check_starved_past_the_job_budget_is_unverified_not_failed(code
     never): a sleeping solution is a timeout when the wait is its own, and unverified with the reason
     when the machine kept it from running until the job's wall budget was spent."""
     from sandbox.core import Job
-    from sandbox.harness import RUNNER, STUB
+    from sandbox.harness import RUNNER_SOURCES, STUB
 
     rubric = CodeRubric(code_sandbox, CodeRubricConfig(load_headroom=1.0, job_overhead_s=6.0))
     suite = humaneval_suite(PROBLEMS[0], time_limit_s=0.2)
@@ -100,7 +100,8 @@ async def test_a_check_starved_past_the_job_budget_is_unverified_not_failed(code
     job = rubric.build_job(sleeper.replace("{entry}", PROBLEMS[0]["entry_point"]), suite)
     # under a name of its own: a warm worker has the real runner imported as `rlvr_runner`
     files = {"spec.json": job.files["spec.json"], "run.py": STUB.replace("rlvr_runner", "patched_runner")}
-    files["patched_runner.py"] = RUNNER + patch
+    for name, text in RUNNER_SOURCES.items():  # the harness process's loop lives in `supervisor`
+        files[f"patched_runner/{name}"] = text + (patch if name == "supervisor.py" else "")
     result = await code_sandbox.run(Job(job.command, files=files, limits=job.limits, channel=True))
     res = rubric.judge(result, suite)
     if verdict == "starved":

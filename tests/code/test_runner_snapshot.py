@@ -1,4 +1,4 @@
-"""The session snapshot's fast path (`sandbox/runner.py`, `_STAMP`): a namespace whose dict stamp has
+"""The session snapshot's fast path (`sandbox/runner/snapshot.py`, `_STAMP`): a namespace whose dict stamp has
 not moved is not walked, so the stamp must move on every kind of change, and `changed` must still
 name each change. In-process on the host (the same harness code the sandbox runs; no hook here)."""
 
@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from sandbox import runner
+from sandbox.runner import snapshot as runner
 
 pytestmark = pytest.mark.skipif(runner._STAMP is None, reason="no dict stamps on this interpreter")
 

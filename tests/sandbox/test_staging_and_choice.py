@@ -48,7 +48,12 @@ def test_concurrent_processes_stage_one_readable_copy(tmp_path):
     base = staged.parent
     assert sorted(os.listdir(base)) == [staged.name]  # no .stage-* left behind
     assert stat.S_IMODE(base.stat().st_mode) == 0o755 and stat.S_IMODE(staged.stat().st_mode) == 0o755
-    assert sorted(os.listdir(staged)) == sorted(staging.IN_SANDBOX)
+    assert sorted(str(f.relative_to(staged)) for f in staged.rglob("*") if f.is_file()) == sorted(
+        staging.IN_SANDBOX
+    )
+    assert all(
+        stat.S_IMODE(d.stat().st_mode) == 0o755 for d in staged.rglob("*") if d.is_dir()
+    )  # the package
     for name, src in staging.IN_SANDBOX.items():
         assert stat.S_IMODE((staged / name).stat().st_mode) == 0o644
         assert (staged / name).read_bytes() == (REPO / "sandbox" / src).read_bytes()
@@ -73,7 +78,9 @@ def test_in_sandbox_files_are_one_list():
     from sandbox import harness, pool
 
     assert pool.WORKER_DST == staging.dest("worker.py")
-    assert harness.RUNNER == staging.payload()["runner.py"].decode()
+    shipped = {f"rlvr_runner/{name}": text.encode() for name, text in harness.RUNNER_SOURCES.items()}
+    assert shipped == {k: v for k, v in staging.payload().items() if k.startswith("rlvr_runner/")}
+    assert set(harness.RUNNER_MODULES) == {p.name for p in (staging.PACKAGE_DIR / "runner").glob("*.py")}
     assert all((staging.PACKAGE_DIR / src).is_file() for src in staging.IN_SANDBOX.values())
 
 
