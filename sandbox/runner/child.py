@@ -223,6 +223,8 @@ def _child(
     except BaseException as exc:  # noqa: BLE001
         send("I", first, f"setup failed: {type(exc).__name__}: {exc}".encode()[:2000])
         _exit(0)
+    if stdio:  # from here on the solution runs, and may reach this frame: no "I" or "R" is ours
+        send("R", first)
     try:
         exec(compile(spec["code"], "<solution>", "exec"), ns)
         _join_threads()

@@ -329,6 +329,10 @@ def _exit_record(
     tags = [tag for tag, _ in pending]
     if "H" in tags:
         return {**record, "outcome": "hack", "hack": pending[tags.index("H")][1].decode(errors="replace")}
+    if stdio and tags[:1] == ["R"]:  # the solution ran: a stdio child's frames and memory are its own,
+        pending, tags = pending[1:], tags[1:]  # so it can sign a frame; a harness failure it cannot be
+        if "I" in tags or "R" in tags:
+            return {**record, "outcome": "hack", "hack": "harness message sent while the solution ran"}
     if len(pending) > 1:
         return {**record, "outcome": "hack", "hack": "more than one result message"}
     if verdict == "output":

@@ -74,6 +74,17 @@ for pid in {os.getppid(), 1}:
     attempt(os.sched_setaffinity, pid, {min(os.sched_getaffinity(0))})
 """
 
+# finds the nonce in the stdio child's own frames and signs an "internal error" frame with it
+FORGE_INTERNAL = """
+import sys, os, struct
+f = sys._getframe(0)
+while f is not None and 'nonce' not in f.f_locals:
+    f = f.f_back
+frame = f.f_locals['nonce'] + b'I' + struct.pack('>id', 0, 0.0) + b'harness broke'
+os.write(9, struct.pack('>I', len(frame)) + frame)
+print(0)
+"""
+
 PROC_TRY = "import os\ntry:\n    {}\nexcept OSError:\n    pass\ndef f(x):\n    return 0"
 
 # name -> (solution code, must be flagged as HACK in call/assert formats)
@@ -457,13 +468,16 @@ async def test_stdio_cheats(code_sandbox):
         "write_channel": "import os\nos.write(3, b'forged')",
         "shell_kill_all": "import os\nos.system('kill -9 -1')\nprint(4)",
         "fork_a_daemon": "import os\nif os.fork() == 0:\n    os._exit(0)\nprint(4)",
+        # a stdio child's memory is its own: it can sign a frame, and a "harness failure" would make
+        # its wrong answer unverifiable (kept out of training) instead of 0
+        "forge_internal_error": FORGE_INTERNAL,
     }
     results = await rubric.score_group(
         [Sample(prompt="", completion=fenced(c), answer=STDIO) for c in cheats.values()]
     )
     for name, res in zip(cheats, results, strict=True):
         assert res.score == 0.0, (name, res)
-    assert [results[i].status for i in (3, 5, 6)] == [Status.HACK] * 3, results
+    assert [results[i].status for i in (3, 5, 6, 7)] == [Status.HACK] * 4, results
 
 
 @pytest.mark.parametrize("suite_name", ["call", "assert"])
