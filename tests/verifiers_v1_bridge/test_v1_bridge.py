@@ -65,7 +65,7 @@ def tok(tiny):
 
 def bridge_cmd(venv: Path, mode: str, fixture: str, model: str, base_url: str, *flags: str) -> list[str]:
     return [str(venv / "bin" / "python"), str(BRIDGE), mode, "--env.vf_env_name", fixture,
-            "--env.tokenizer_name", model, "--openai.model_name", model, "--openai.base_url", base_url,
+            "--env.tokenizer_name", model, "--openai.model_name", "scripted", "--openai.base_url", base_url,
             "--env.max_tokens", "16", *flags]  # fmt: skip
 
 

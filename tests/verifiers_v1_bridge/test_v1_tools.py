@@ -48,7 +48,7 @@ def bridge(v1_venv, mode: str, tokenizer, base_url: str, *flags: str, borrow: bo
     env = env if not borrow else dict(env, PYTHONPATH=os.pathsep.join([str(BORROW), env["PYTHONPATH"]]),
                RLVR_BORROW_SITE=sysconfig.get_paths()["purelib"])  # fmt: skip
     cmd = [str(venv / "bin" / "python"), str(BRIDGE), mode, "--env.vf_env_name", "vfv1_tools",
-           "--env.tokenizer_name", str(tokenizer), "--openai.model_name", str(tokenizer),
+           "--env.tokenizer_name", str(tokenizer), "--openai.model_name", "scripted",
            "--openai.base_url", base_url, "--env.max_tokens", "200", *flags]  # fmt: skip
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
 
