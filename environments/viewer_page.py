@@ -139,10 +139,10 @@ if (metrics) fact('eval', Object.keys(metrics).filter((k) => !k.includes('/statu
 (D.notes || []).forEach((n) => $('facts').appendChild(el('span', 'note', n)));
 
 // ---- sections and filters
-const sections = [];
-if (kept.length || !rejected.length) sections.push(['samples', 'Samples', kept]);
+const sections = [['samples', 'Samples', kept]];
 if (rejected.length) sections.push(['rejected', 'Dropped & unverified', rejected]);
-let section = sections[0][0];
+let section = kept.length || !rejected.length ? 'samples' : 'rejected';  // nothing kept: open on why
+if (!kept.length && rejected.length) $('facts').appendChild(el('span', 'note', 'No samples were kept: ' + rejected.length + ' dropped or unverified (below).'));
 sections.forEach(([key, label, xs]) => {
   const b = el('button', null, label + ' (' + xs.length + ')'); b.id = 'tab-' + key;
   b.onclick = () => { section = key; refilter(); };

@@ -444,3 +444,18 @@ def test_ten_thousand_samples_open_lazily_and_stay_navigable(browser, tmp_path):
     key(browser, "t")
     spans = browser.find_elements("css selector", "#tokens .toks span")
     assert [s.get_attribute("class") for s in spans] == ["p"] * 12 + [""] * 8
+
+
+def test_a_run_that_kept_nothing_says_so_and_shows_its_drops(browser, tmp_path):
+    with GroupWriter(tmp_path / "groups.dropped.jsonl") as writer:
+        for i in range(3):
+            writer.write({"uid": f"g{i}", "item_uid": f"i{i}", "reason": "error", "detail": "judge unreachable",
+                          "prompt": [{"role": "user", "content": f"question {i}"}], "answer": "yes",
+                          "samples": [{"text": f"answer {i}", "finish_reason": "length",
+                                       "reward": {"score": None, "status": "error", "reason": "judge unreachable"}}]})  # fmt: skip
+    browser.get(view(tmp_path).as_uri())
+    assert "No samples were kept: 3 dropped or unverified" in by_id(browser, "facts").text
+    assert "dropped groups: error 3" in by_id(browser, "facts").text
+    assert shown(browser) == 3 and "judge unreachable" in detail(browser) and "answer 0" in detail(browser)
+    by_id(browser, "tab-samples").click()
+    assert "No samples were kept: 3 dropped or unverified" in by_id(browser, "list").text
