@@ -244,8 +244,9 @@ def _files(path: Path) -> list[Path]:
     return [path, dropped] if dropped.exists() and dropped != path else [path]
 
 
-def load_run(path: str | Path, token_budget: int = TOKEN_BUDGET) -> dict[str, Any]:
-    """Everything the page shows, from a folder or one file (see the module docstring)."""
+def load_run(path: str | Path, token_budget: int = TOKEN_BUDGET, tokenizer: Any = None) -> dict[str, Any]:
+    """Everything the page shows, from a folder or one file (see the module docstring). With a
+    `tokenizer` (an object, a name or a path), `vocab` maps every embedded token id to its text."""
     root = Path(path)
     if not root.exists():
         raise FileNotFoundError(f"{root}: no such file or folder")
@@ -284,7 +285,31 @@ def load_run(path: str | Path, token_budget: int = TOKEN_BUDGET) -> dict[str, An
         )
     if not run["sources"]:
         raise ValueError(f"{root}: no process, evaluate or dropped JSONL found")
+    tokenizer = tokenizer or summary.get("tokenizer")
+    if tokenizer and any(s["tok"] for s in run["samples"]):
+        run["vocab"], note = _vocab(
+            tokenizer, {i for s in run["samples"] if s["tok"] for i in s["tok"]["ids"]}
+        )
+        run["notes"] += [note] if note else []
     return run
+
+
+def _vocab(tokenizer: Any, ids: set[int]) -> tuple[dict[str, str], str]:
+    """{id: its text} for `ids` ("" note), or ({}, why not): a name is loaded from local files only."""
+    if isinstance(tokenizer, str | Path):
+        try:
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(str(tokenizer), local_files_only=True)
+        except Exception as exc:  # noqa: BLE001 - the page still shows the ids
+            return (
+                {},
+                f"token view shows ids only: tokenizer {tokenizer} not loadable offline ({type(exc).__name__})",
+            )
+    try:
+        return {str(i): tokenizer.decode([i]) for i in sorted(ids)}, ""
+    except Exception as exc:  # noqa: BLE001
+        return {}, f"token view shows ids only: decoding failed ({type(exc).__name__}: {exc})"
 
 
 def page_json(data: Any) -> str:
@@ -301,11 +326,13 @@ def _default_out(path: Path) -> Path:
     return path / "view.html" if path.is_dir() else path.with_suffix(".html")
 
 
-def write_viewer(path: str | Path, out: str | Path | None = None, token_budget: int = TOKEN_BUDGET) -> Path:
+def write_viewer(
+    path: str | Path, out: str | Path | None = None, token_budget: int = TOKEN_BUDGET, tokenizer: Any = None
+) -> Path:
     """Write the viewer page for `path` (a folder or a file); returns the page's path (default: the
-    file's `.html` sibling, or `view.html` in the folder)."""
+    file's `.html` sibling, or `view.html` in the folder). `tokenizer`: see `load_run`."""
     src = Path(path)
-    run = load_run(src, token_budget)
+    run = load_run(src, token_budget, tokenizer)
     target = Path(out) if out else _default_out(src)
     title = " · ".join(str(x) for x in ("rlvr", run["header"]["env"], run["header"]["model"]) if x)
     title = _CONTROLS.sub("", title)
@@ -340,9 +367,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, default=8765, help="port for --serve (default 8765)")
     p.add_argument("--no-open", action="store_true", help="write the page only; do not open a browser")
     p.add_argument("--tokens", type=int, default=TOKEN_BUDGET, help="token ids to embed for the token view")
+    p.add_argument(
+        "--tokenizer", help="name or path to show each token's text (default: the run's, if local)"
+    )
     args = p.parse_args(argv)
     try:
-        page = write_viewer(args.path, args.out, args.tokens)
+        page = write_viewer(args.path, args.out, args.tokens, args.tokenizer)
     except (FileNotFoundError, ValueError) as exc:
         print(f"rlvr view: {exc}", file=sys.stderr)
         return 2

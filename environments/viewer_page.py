@@ -110,6 +110,9 @@ const cls = (v) => v === null || v === undefined || typeof v !== 'number' ? 'non
 const fmt = (v) => typeof v === 'number' ? (Number.isInteger(v) ? String(v) : v.toFixed(3)) : (v === null || v === undefined ? '—' : String(v));
 const byGroup = new Map();
 D.samples.forEach((x, k) => { if (!byGroup.has(x.g)) byGroup.set(x.g, []); byGroup.get(x.g).push(k); });
+const VOCAB = D.vocab && Object.keys(D.vocab).length ? D.vocab : null;
+// a token's text with its whitespace and control characters made visible
+const visible = (p) => p.replace(/\n/g, '\u21b5').replace(/\t/g, '\u21e5').replace(/ /g, '\u00b7').replace(CTL, esc) || '\u2205';
 const completion = (s) => s.turns.filter((t) => t.r === 'assistant').map((t) => t.c).join('\n');
 
 // ---- run header
@@ -251,10 +254,11 @@ function tokenView(tok) {
     for (let i = done; i < end; i++) {
       const sampled = tok.m ? tok.m[i] === '1' : true, lp = tok.lp ? tok.lp[i] : null;
       const s = document.createElement('span');
-      s.textContent = String(tok.ids[i]);
+      const piece = VOCAB ? VOCAB[tok.ids[i]] : undefined;
+      s.textContent = piece === undefined ? String(tok.ids[i]) : visible(piece);
       if (!sampled) s.className = 'p';
       else if (typeof lp === 'number') { const p = Math.exp(lp); s.style.background = 'hsl(' + Math.round(120 * p) + ',70%,' + (88 - 8 * p) + '%)'; }
-      s.title = 'position ' + i + ' · id ' + tok.ids[i] + ' · ' + (sampled ? 'sampled (mask = id)' : 'not trained (mask -100)') + (sampled && typeof lp === 'number' ? ' · logprob ' + lp : '');
+      s.title = 'position ' + i + ' · id ' + tok.ids[i] + (piece === undefined ? '' : ' · ' + JSON.stringify(piece)) + ' · ' + (sampled ? 'sampled (mask = id)' : 'not trained (mask -100)') + (sampled && typeof lp === 'number' ? ' · logprob ' + lp : '');
       wrap.appendChild(s);
     }
     done = end;
@@ -308,7 +312,7 @@ function show() {
   });
   if (s.tok) {
     const tv = el('details', 'box tokens'); tv.id = 'tokens';
-    tv.appendChild(el('summary', null, 'token view: ' + s.tok.ids.length + ' exact ids (grey: prompt / environment, mask -100; coloured: sampled, green = high logprob, red = low)  ( t )'));
+    tv.appendChild(el('summary', null, 'token view: ' + s.tok.ids.length + ' exact ' + (VOCAB ? 'tokens' : 'ids') + ' (grey: prompt / environment, mask -100; coloured: sampled, green = high logprob, red = low)  ( t )'));
     tv.render = () => { if (tv.open && tv.children.length === 1) tv.appendChild(tokenView(s.tok)); };
     tv.addEventListener('toggle', () => { tokensOpen = tv.open; tv.render(); });
     tv.open = tokensOpen; tv.render();

@@ -90,6 +90,7 @@ async def run_process(env: RuntimeEnv) -> dict[str, Any]:
     summary = {
         "env": env.name,
         "model": model_name(env),
+        "tokenizer": env.config.tokenizer_name,
         "settings": {
             "group_size": env.config.group_size,
             **env.generation_params(),
@@ -112,7 +113,7 @@ async def run_process(env: RuntimeEnv) -> dict[str, Any]:
     if stopped:
         summary["stopped"] = stopped
     Path(path).with_suffix(".summary.json").write_text(json.dumps(summary, indent=2))
-    write_html(path, html_path)  # reads the summary for its run header
+    write_html(path, html_path, env.tokenizer)  # reads the summary for its run header
     print_summary(f"{env.name} process", summary)
     if stopped:
         raise SystemExit(stopped)  # what was written is kept, with its summary and viewer

@@ -396,7 +396,7 @@ def test_a_real_multi_turn_run_header_filters_sort_keys_turns_and_drops(browser,
     assert "gold answer" in detail(browser) and "episode stop" in detail(browser)
     key(browser, "t")  # the token view: exact ids, prompt greyed, sampled ones coloured by logprob
     tokens = browser.find_elements("css selector", "#tokens .toks span")
-    assert tokens and tokens[0].get_attribute("class") == "p"
+    assert tokens and tokens[0].get_attribute("class") == "p" and tokens[0].text == "<|im_start|>"  # decoded
     assert any(t.get_attribute("class") != "p" and "logprob" in t.get_attribute("title") for t in tokens)
     shot = tmp_path / "episode.png"
     browser.save_screenshot(str(shot))
