@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import get_type_hints
 
+import httpx
 import pytest
 from atroposlib.envs.base import ScoredDataGroup
 from transformers import AutoTokenizer
 
 from environments.cli import main as rlvr
 from environments.local_model import build_tiny_model
-from environments.viewer import load_run, page_json
+from environments.output import GroupWriter
+from environments.viewer import load_run, page_json, write_viewer
 from tests.runtime.guess_env import binary_search_policy
 from tests.runtime.scripted_policy import ScriptedPolicy
 from tests.runtime.test_episodes import make_env
@@ -157,3 +161,28 @@ def test_rlvr_view_builds_a_page_or_says_why_not(tmp_path, capsys):
     assert "<title>rlvr · run</title>" in page and "inference timed out" in page
     loaded = load_run(run)["samples"]
     assert loaded[0]["status"] == "timeout" and loaded[0]["turns"][0]["c"] == "a"
+
+
+def test_the_page_file_holds_no_raw_control_character_and_rlvr_view_serves_it(tmp_path):
+    with GroupWriter(tmp_path / "groups.jsonl") as writer:
+        evil = "".join(chr(c) for c in [*range(0, 32), *range(127, 160)]) + "\u2028\u2029\ufeff</script>"
+        writer.write({"uid": evil, "prompt": [{"role": evil, "content": evil}], "answer": evil, "scores": [0.0],
+                      "messages": [[{"role": evil, "content": evil}, {"role": "assistant", "content": evil}]],
+                      "rewards": [{"score": 0.0, "status": evil, "reason": evil, "feedback": evil}]})  # fmt: skip
+    (tmp_path / "groups.summary.json").write_text(json.dumps({"env": evil, "model": evil}))
+    page = write_viewer(tmp_path / "groups.jsonl").read_text(encoding="utf-8")
+    raw = {ch for ch in page if (ord(ch) < 32 and ch not in "\n") or 127 <= ord(ch) < 160}
+    assert not raw and page.count("</script>") == 2, raw  # the viewer's own two blocks only
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "environments.cli", "view", str(tmp_path), "--serve", "--port", "0"],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        url = next(line for line in proc.stdout if "serving on" in line).split()[2]
+        assert url.startswith("http://127.0.0.1:")
+        served = httpx.get(url + "anything/../at/all", timeout=30).text  # the page, whatever the path
+        assert served == (tmp_path / "view.html").read_text(encoding="utf-8")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
