@@ -285,8 +285,9 @@ def load_run(path: str | Path, token_budget: int = TOKEN_BUDGET, tokenizer: Any 
         )
     if not run["sources"]:
         raise ValueError(f"{root}: no process, evaluate or dropped JSONL found")
-    tokenizer = tokenizer or summary.get("tokenizer")
-    if tokenizer and any(s["tok"] for s in run["samples"]):
+    if tokenizer is None:  # never bool() a tokenizer: len() would load a snapshot's real one
+        tokenizer = summary.get("tokenizer")
+    if tokenizer is not None and any(s["tok"] for s in run["samples"]):
         run["vocab"], note = _vocab(
             tokenizer, {i for s in run["samples"] if s["tok"] for i in s["tok"]["ids"]}
         )
