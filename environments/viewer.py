@@ -71,7 +71,9 @@ def _text(content: Any) -> str:
     return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=str)
 
 
-def _message_turn(message: dict[str, Any]) -> dict[str, Any]:
+def _message_turn(message: Any) -> dict[str, Any]:
+    if not isinstance(message, dict):
+        return {"r": "env", "role": "?", "c": _text(message)}
     role = str(message.get("role", "?"))
     text = _text(message.get("content") or "")
     if message.get("tool_calls"):
@@ -145,87 +147,102 @@ def _at(values: Any, j: int) -> Any:
     return values[j] if isinstance(values, list) and j < len(values) else None
 
 
-def _from_groups(path: Path, run: dict[str, Any], tokens: _Tokens) -> None:
-    for group in _lines(path):
-        g = len(run["groups"])
-        convs = group.get("messages") or []
-        episodes = group.get("episodes") or []
-        prompt = group.get("prompt")
-        first = convs[0] if convs else []
-        n_prompt = _prompt_len(first, prompt, _at(episodes, 0))
-        run["groups"].append({
-            "uid": str(group.get("uid")), "item": group.get("item_uid"),
-            "prompt": [_message_turn(m) for m in (prompt if isinstance(prompt, list) else first[:n_prompt])],
-            "answer": group.get("answer"), "params": group.get("generation_params") or {},
-            "src": path.name, "drop": None, "detail": "",
+def _from_groups(group: dict[str, Any], src: str, g: int, tokens: _Tokens) -> tuple[dict, list[dict]]:
+    convs = group.get("messages") or []
+    episodes = group.get("episodes") or []
+    prompt = group.get("prompt")
+    first = convs[0] if convs else []
+    n_prompt = _prompt_len(first, prompt, _at(episodes, 0))
+    record = {
+        "uid": str(group.get("uid")), "item": group.get("item_uid"),
+        "prompt": [_message_turn(m) for m in (prompt if isinstance(prompt, list) else first[:n_prompt])],
+        "answer": group.get("answer"), "params": group.get("generation_params") or {},
+        "src": src, "drop": None, "detail": "",
+    }  # fmt: skip
+    samples = []
+    for j, score in enumerate(group.get("scores") or []):
+        conv = _at(convs, j) or []
+        episode = _at(episodes, j)
+        override = _at(group.get("overrides"), j) or {}
+        samples.append({
+            "g": g, "j": j, "kind": "kept", **_reward_fields(_at(group.get("rewards"), j), score),
+            "finish": _at(group.get("finish_reasons"), j),
+            "ptok": _at(group.get("prompt_tokens"), j), "ctok": _at(group.get("completion_tokens"), j),
+            "len": len(_at(group.get("tokens"), j) or []) or None,
+            "adv0": bool(override.get("set_advantage_to_zero")),
+            "stop": (episode or {}).get("stop_reason"),
+            "turns": _turns(conv, _prompt_len(conv, prompt, episode), episode),
+            "tok": tokens.pack(_at(group.get("tokens"), j), _at(group.get("masks"), j),
+                               _at(group.get("inference_logprobs"), j)),
         })  # fmt: skip
-        scores = group.get("scores") or []
-        for j, score in enumerate(scores):
-            conv = _at(convs, j) or []
-            episode = _at(episodes, j)
-            override = _at(group.get("overrides"), j) or {}
-            masks = _at(group.get("masks"), j)
-            run["samples"].append({
-                "g": g, "j": j, "kind": "kept", **_reward_fields(_at(group.get("rewards"), j), score),
-                "finish": _at(group.get("finish_reasons"), j),
-                "ptok": _at(group.get("prompt_tokens"), j), "ctok": _at(group.get("completion_tokens"), j),
-                "len": len(_at(group.get("tokens"), j) or []) or None,
-                "adv0": bool(override.get("set_advantage_to_zero")),
-                "stop": (episode or {}).get("stop_reason"),
-                "turns": _turns(conv, _prompt_len(conv, prompt, episode), episode),
-                "tok": tokens.pack(_at(group.get("tokens"), j), masks, _at(group.get("inference_logprobs"), j)),
-            })  # fmt: skip
+    return record, samples
 
 
-def _from_dropped(path: Path, run: dict[str, Any]) -> None:
-    for rec in _lines(path):
-        g = len(run["groups"])
-        prompt = rec.get("prompt") if isinstance(rec.get("prompt"), list) else []
-        reason = str(rec.get("reason"))
-        run["groups"].append({
-            "uid": str(rec.get("uid")), "item": rec.get("item_uid"), "prompt": [_message_turn(m) for m in prompt],
-            "answer": rec.get("answer"), "params": rec.get("generation_params") or {}, "src": path.name,
-            "drop": reason, "detail": str(rec.get("detail") or ""),
-        })  # fmt: skip
-        kind = "unverified" if reason == "unverified" else "dropped"
-        samples = rec.get("samples") or []
-        for j, s in enumerate(samples):
-            messages = s.get("messages") or [*prompt, {"role": "assistant", "content": s.get("text", "")}]
-            episode = s.get("episode")
-            run["samples"].append({
-                "g": g, "j": j, "kind": kind, **_reward_fields(s.get("reward"), None),
-                "finish": s.get("finish_reason"), "ptok": s.get("prompt_tokens"), "ctok": s.get("completion_tokens"),
-                "len": None, "adv0": False, "stop": (episode or {}).get("stop_reason"),
-                "turns": _turns(messages, _prompt_len(messages, prompt or None, episode), episode), "tok": None,
-            })  # fmt: skip
-        if not samples:  # inference failed: the group has no samples; one placeholder row says why
-            run["samples"].append({
-                "g": g, "j": 0, "kind": kind, "score": None, "status": reason, "reason": rec.get("detail") or "",
-                "feedback": "", "components": {}, "finish": None, "ptok": None, "ctok": None, "len": None,
-                "adv0": False, "stop": None, "turns": [], "tok": None,
-            })  # fmt: skip
-
-
-def _from_eval(path: Path, run: dict[str, Any], tokens: _Tokens) -> None:
-    for s in _lines(path):
-        g = len(run["groups"])
-        messages = s.get("messages") or []
+def _from_dropped(rec: dict[str, Any], src: str, g: int, tokens: _Tokens) -> tuple[dict, list[dict]]:
+    prompt = rec.get("prompt") if isinstance(rec.get("prompt"), list) else []
+    reason = str(rec.get("reason"))
+    record = {
+        "uid": str(rec.get("uid")), "item": rec.get("item_uid"), "prompt": [_message_turn(m) for m in prompt],
+        "answer": rec.get("answer"), "params": rec.get("generation_params") or {}, "src": src,
+        "drop": reason, "detail": str(rec.get("detail") or ""),
+    }  # fmt: skip
+    kind = "unverified" if reason == "unverified" else "dropped"
+    samples = []
+    for j, s in enumerate(rec.get("samples") or []):
+        messages = s.get("messages") or [*prompt, {"role": "assistant", "content": s.get("text", "")}]
         episode = s.get("episode")
-        prompt = s.get("prompt")
-        n_prompt = _prompt_len(messages, prompt, episode)
-        run["groups"].append({
-            "uid": str(s.get("uid")), "item": s.get("uid"),
-            "prompt": [_message_turn(m) for m in (prompt if isinstance(prompt, list) else messages[:n_prompt])],
-            "answer": s.get("answer", s.get("gold")), "params": s.get("generation_params") or {},
-            "src": path.name, "drop": None, "detail": "",
-        })  # fmt: skip
-        reward = {k: s.get(k) for k in ("score", "status", "reason", "feedback", "components")}
-        run["samples"].append({
-            "g": g, "j": 0, "kind": "eval", **_reward_fields(reward, s.get("score")),
+        samples.append({
+            "g": g, "j": j, "kind": kind, **_reward_fields(s.get("reward"), None),
             "finish": s.get("finish_reason"), "ptok": s.get("prompt_tokens"), "ctok": s.get("completion_tokens"),
-            "len": None, "adv0": False, "stop": s.get("stop_reason"),
-            "turns": _turns(messages, n_prompt, episode), "tok": None,
+            "len": None, "adv0": False, "stop": (episode or {}).get("stop_reason"),
+            "turns": _turns(messages, _prompt_len(messages, prompt or None, episode), episode), "tok": None,
         })  # fmt: skip
+    if not samples:  # inference failed: the group has no samples; one placeholder row says why
+        samples.append({
+            "g": g, "j": 0, "kind": kind, "score": None, "status": reason, "reason": record["detail"],
+            "feedback": "", "components": {}, "finish": None, "ptok": None, "ctok": None, "len": None,
+            "adv0": False, "stop": None, "turns": [], "tok": None,
+        })  # fmt: skip
+    return record, samples
+
+
+def _from_eval(s: dict[str, Any], src: str, g: int, tokens: _Tokens) -> tuple[dict, list[dict]]:
+    messages = s.get("messages") or []
+    episode = s.get("episode")
+    prompt = s.get("prompt")
+    n_prompt = _prompt_len(messages, prompt, episode)
+    record = {
+        "uid": str(s.get("uid")), "item": s.get("uid"),
+        "prompt": [_message_turn(m) for m in (prompt if isinstance(prompt, list) else messages[:n_prompt])],
+        "answer": s.get("answer", s.get("gold")), "params": s.get("generation_params") or {},
+        "src": src, "drop": None, "detail": "",
+    }  # fmt: skip
+    reward = {k: s.get(k) for k in ("score", "status", "reason", "feedback", "components")}
+    sample = {
+        "g": g, "j": 0, "kind": "eval", **_reward_fields(reward, s.get("score")),
+        "finish": s.get("finish_reason"), "ptok": s.get("prompt_tokens"), "ctok": s.get("completion_tokens"),
+        "len": None, "adv0": False, "stop": s.get("stop_reason"),
+        "turns": _turns(messages, n_prompt, episode), "tok": None,
+    }  # fmt: skip
+    return record, [sample]
+
+
+_READERS = {"groups": _from_groups, "dropped": _from_dropped, "eval": _from_eval}
+
+
+def _read(path: Path, kind: str, run: dict[str, Any], tokens: _Tokens) -> None:
+    """Every record of `path` into `run`; a record of the wrong shape is skipped and counted in a note."""
+    bad = 0
+    for rec in _lines(path):
+        try:
+            group, samples = _READERS[kind](rec, path.name, len(run["groups"]), tokens)
+        except (AttributeError, TypeError, ValueError, KeyError, IndexError):
+            bad += 1
+            continue
+        run["groups"].append(group)
+        run["samples"].extend(samples)
+    if bad:
+        run["notes"].append(f"{path.name}: {bad} malformed record(s) skipped")
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -257,15 +274,12 @@ def load_run(path: str | Path, token_budget: int = TOKEN_BUDGET, tokenizer: Any 
         if kind is None:
             continue
         run["sources"].append(str(file.relative_to(root) if root.is_dir() else file.name))
+        _read(file, kind, run, tokens)
         if kind == "groups":
-            _from_groups(file, run, tokens)
             summary = _read_json(file.with_suffix(".summary.json"))
             if summary:
                 run["header"].setdefault("summary", summary)
-        elif kind == "dropped":
-            _from_dropped(file, run)
-        else:
-            _from_eval(file, run, tokens)
+        elif kind == "eval":
             metrics = _read_json(file.with_name("metrics.json"))
             if metrics:
                 run["header"].setdefault("metrics", metrics)

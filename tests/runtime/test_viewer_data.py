@@ -161,6 +161,15 @@ def test_rlvr_view_builds_a_page_or_says_why_not(tmp_path, capsys):
     assert "<title>rlvr · run</title>" in page and "inference timed out" in page
     loaded = load_run(run)["samples"]
     assert loaded[0]["status"] == "timeout" and loaded[0]["turns"][0]["c"] == "a"
+    # records of the wrong shape are skipped and said so; the rest still shows
+    odd = [{"uid": "bad", "scores": 5}, {"uid": "odd", "scores": [1.0], "messages": "text", "rewards": [None]},
+           {"uid": "ok", "scores": [0.5], "messages": [[{"role": "user", "content": "q"}, "not a message"]]}]  # fmt: skip
+    (tmp_path / "odd.jsonl").write_text("".join(json.dumps(r) + "\n" for r in odd) + "{torn")
+    shown = load_run(tmp_path / "odd.jsonl")
+    assert [g["uid"] for g in shown["groups"]] == ["odd", "ok"] and shown["notes"] == [
+        "odd.jsonl: 1 malformed record(s) skipped"
+    ]
+    assert shown["samples"][1]["turns"] == [{"r": "env", "role": "?", "c": "not a message"}]
 
 
 def test_the_page_file_holds_no_raw_control_character_and_rlvr_view_serves_it(tmp_path):
