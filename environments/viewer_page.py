@@ -15,7 +15,7 @@ html,body{height:100%;margin:0}
 body{font:14px/1.4 system-ui,sans-serif;color:#1b1b1b;display:flex;flex-direction:column}
 header{padding:.5em 1em;border-bottom:1px solid #ccc;background:#f7f7f9}
 header h1{font-size:1.15em;margin:0 0 .2em}
-.facts span{display:inline-block;margin:.1em .8em .1em 0}
+.facts>span{display:inline-block;margin:.1em .8em .1em 0}
 .facts b{font-weight:600}
 .chip{display:inline-block;border-radius:9px;padding:0 .5em;margin:0 .2em .2em 0;background:#e8e8ee;font-size:.9em}
 .toolbar{display:flex;flex-wrap:wrap;gap:.4em .8em;align-items:center;padding:.4em 1em;border-bottom:1px solid #ccc}
@@ -30,7 +30,8 @@ main{flex:1;display:flex;min-height:0}
   text-overflow:ellipsis;border-bottom:1px solid #eee;cursor:pointer;font-size:13px}
 .row.sel{background:#dfe8ff}
 .row .sc{display:inline-block;width:3.6em;font-weight:600}
-.row .st,.row .fr{display:inline-block;min-width:4.5em;color:#555}
+.row .st,.row .fr{display:inline-block;width:5.5em;overflow:hidden;text-overflow:ellipsis;vertical-align:top;color:#555}
+.toolbar select{max-width:12em}
 .empty{padding:1em;color:#666}
 #detail{flex:1;overflow-y:auto;padding:.6em 1.2em 3em}
 #detail h2{font-size:1.1em;margin:.2em 0 .4em}
@@ -121,7 +122,9 @@ const kept = S.filter((s) => s.kind === 'kept' || s.kind === 'eval');
 const rejected = S.filter((s) => s.kind === 'dropped' || s.kind === 'unverified');
 const count = (xs, f) => { const c = {}; xs.forEach((x) => { const k = f(x); c[k] = (c[k] || 0) + 1; }); return c; };
 $('title').textContent = document.title;
-function fact(label, value) { const s = el('span'); const b = el('b', null, label + ': '); s.appendChild(b); put(s, value); $('facts').append(s, ' '); }
+function fact(label, value) { const s = el('span'); const b = el('b', null, label + ': '); s.appendChild(b); put(s, value, 400); $('facts').append(s, ' '); }
+// "key n · key n" of a count, most frequent first, at most 8 keys (each cut to 40 characters)
+const counted = (c) => { const ks = Object.keys(c).sort((a, b) => c[b] - c[a] || (a < b ? -1 : 1)); return ks.slice(0, 8).map((k) => oneLine(k).slice(0, 40) + ' ' + c[k]).join(' · ') + (ks.length > 8 ? ' · +' + (ks.length - 8) + ' more' : ''); };
 fact('env', H.env || '—'); fact('model', H.model || '—');
 const st = H.settings || {};
 fact('settings', Object.keys(st).map((k) => k + '=' + str(st[k])).join(' · ') || '—');
@@ -130,12 +133,12 @@ const scored = kept.filter((s) => typeof s.score === 'number');
 fact('samples', kept.length + ' in ' + new Set(kept.map((s) => s.g)).size + ' groups');
 fact('mean reward', scored.length ? (scored.reduce((a, s) => a + s.score, 0) / scored.length).toFixed(3) : '—');
 const statusCounts = count(S, (s) => s.status);
-fact('status', Object.keys(statusCounts).sort().map((k) => k + ' ' + statusCounts[k]).join(' · '));
+fact('status', counted(statusCounts));
 const finishCounts = count(kept, (s) => s.finish);
-fact('finish', Object.keys(finishCounts).map((k) => k + ' ' + finishCounts[k]).join(' · ') || '—');
+fact('finish', counted(finishCounts) || '—');
 const dropGroups = G.filter((g) => g.drop && g.drop !== 'unverified');
 const drops = count(dropGroups, (g) => g.drop);
-fact('dropped groups', Object.keys(drops).sort().map((k) => k + ' ' + drops[k]).join(' · ') || 'none');
+fact('dropped groups', counted(drops) || 'none');
 fact('unverified samples', String(S.filter((s) => s.kind === 'unverified').length));
 const metrics = ((H.metrics || {}).results || {}).all;
 if (metrics) fact('eval', Object.keys(metrics).filter((k) => !k.includes('/status/')).map((k) => k.replace('eval/', '') + '=' + fmt(metrics[k])).join(' · '));
