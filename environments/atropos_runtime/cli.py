@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return demo(rest)
     if command == "view":
-        from environments.viewer import main as view
+        from environments.atropos_runtime.viewer import main as view
 
         return view(rest)
     if command == "sandbox":

@@ -5,7 +5,7 @@
   as many again are past sampling: `sampling_slots`), appended to a resumable JSONL (exact sampled token ids when the
   server returns them), dropped groups and unverified samples to `<stem>.dropped.jsonl` (with the
   reason), then a summary (printed and `<stem>.summary.json`) and the viewer (`<stem>.html`,
-  `environments.viewer`). A failing group is counted and logged; groups already written are never
+  `environments.atropos_runtime.viewer`). A failing group is counted and logged; groups already written are never
   lost or duplicated by a re-run.
 * evaluate: one rollout per eval item at `eval_temperature`, written as atroposlib's
   `metrics.json` + `samples.jsonl` (per sample: prompt, gold `answer`, correctness, reward status,

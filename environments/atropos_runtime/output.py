@@ -161,7 +161,7 @@ def read_groups(path: str | Path) -> Iterator[dict[str, Any]]:
 
 
 def write_html(jsonl_path: str | Path, html_path: str | Path | None = None, tokenizer: Any = None) -> Path:
-    """The viewer page for a process JSONL (`environments.viewer.write_viewer`). Returns its path."""
-    from environments.viewer import write_viewer
+    """The viewer page for a process JSONL (`environments.atropos_runtime.viewer.write_viewer`). Returns its path."""
+    from environments.atropos_runtime.viewer import write_viewer
 
     return write_viewer(jsonl_path, html_path, tokenizer=tokenizer)

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from transformers import AutoTokenizer
 
-from environments.viewer import load_run
+from environments.atropos_runtime.viewer import load_run
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

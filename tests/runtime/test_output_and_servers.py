@@ -15,7 +15,7 @@ from atroposlib.envs.server_handling.vllm_server import VLLMServer
 from environments.atropos_runtime.output import GroupWriter, read_groups, write_html
 from environments.atropos_runtime.servers import VLLMTokenServer, server_class_for
 from environments.atropos_runtime.token_completions import InferenceError, parse_token_completions
-from environments.viewer import load_run
+from environments.atropos_runtime.viewer import load_run
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -19,10 +19,10 @@ import pytest
 from atroposlib.envs.base import ScoredDataGroup
 from transformers import AutoTokenizer
 
-from environments.cli import main as rlvr
-from environments.local_model import build_tiny_model
-from environments.output import GroupWriter
-from environments.viewer import load_run, page_json, write_viewer
+from environments.atropos_runtime.cli import main as rlvr
+from environments.atropos_runtime.local_model import build_tiny_model
+from environments.atropos_runtime.output import GroupWriter
+from environments.atropos_runtime.viewer import load_run, page_json, write_viewer
 from tests.runtime.guess_env import binary_search_policy
 from tests.runtime.scripted_policy import ScriptedPolicy
 from tests.runtime.test_episodes import make_env
@@ -48,7 +48,7 @@ def jsonl(path: Path) -> list[dict]:
 async def test_process_and_evaluate_write_what_judges_a_sample_and_the_viewer_reads_it(
     tiny, policy, tmp_path
 ):
-    from environments.modes import run_evaluate, run_process
+    from environments.atropos_runtime.modes import run_evaluate, run_process
 
     out = tmp_path / "run" / "groups.jsonl"
     env = make_env(
@@ -183,7 +183,7 @@ def test_the_page_file_holds_no_raw_control_character_and_rlvr_view_serves_it(tm
     raw = {ch for ch in page if (ord(ch) < 32 and ch not in "\n") or 127 <= ord(ch) < 160}
     assert not raw and page.count("</script>") == 2, raw  # the viewer's own two blocks only
     proc = subprocess.Popen(
-        [sys.executable, "-m", "environments.cli", "view", str(tmp_path), "--serve", "--port", "0"],
+        [sys.executable, "-m", "environments.atropos_runtime.cli", "view", str(tmp_path), "--serve", "--port", "0"],
         stdout=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
     try:

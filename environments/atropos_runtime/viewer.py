@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from environments.viewer_page import PAGE
+from environments.atropos_runtime.viewer_page import PAGE
 
 TOKEN_BUDGET = 1_000_000  # token ids embedded for the token view (about 20 MB of page); beyond: omitted
 _UNSAFE = re.compile("[<>&\x7f-\x9f\u2028\u2029\ud800-\udfff]")

@@ -1,4 +1,4 @@
-"""The viewer page's HTML, CSS and JavaScript (`environments.viewer` fills `%TITLE%` and `%DATA%`).
+"""The viewer page's HTML, CSS and JavaScript (`environments.atropos_runtime.viewer` fills `%TITLE%` and `%DATA%`).
 
 Plain JS, no libraries, no network. Contract: data is read with `JSON.parse` from the
 `application/json` block and every piece of it reaches the DOM through `textContent` /
