@@ -29,7 +29,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 from environments.atropos_runtime.env_protocol import RuntimeEnv
 from environments.atropos_runtime.episode_runtime import eval_fields, turn_metrics
 from environments.atropos_runtime.output import GroupWriter, jsonable, token_counts, write_html
-from environments.atropos_runtime.run_identity import claim_output
+from environments.atropos_runtime.run_identity import DROPPED_SUFFIX, claim_output
 from environments.atropos_runtime.sampling_slots import SamplingSlots
 from rubrics.core import RewardResult, Status
 
@@ -49,7 +49,7 @@ async def run_process(env: RuntimeEnv) -> dict[str, Any]:
         for k in range(total)
     ]
     start = time.monotonic()
-    dropped_path = Path(path).with_suffix(".dropped.jsonl")
+    dropped_path = Path(path).with_suffix(DROPPED_SUFFIX)
     with GroupWriter(path) as writer, GroupWriter(dropped_path) as dropped:
         todo = [(uid, item) for uid, item in planned if uid not in writer.done]
         already = total - len(todo)

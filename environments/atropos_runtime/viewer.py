@@ -230,10 +230,19 @@ def _from_eval(s: dict[str, Any], src: str, g: int, tokens: _Tokens) -> tuple[di
 _READERS = {"groups": _from_groups, "dropped": _from_dropped, "eval": _from_eval}
 
 
-def _read(path: Path, kind: str, run: dict[str, Any], tokens: _Tokens) -> None:
-    """Every record of `path` into `run`; a record of the wrong shape is skipped and counted in a note."""
-    bad = 0
+def _read(path: Path, kind: str, run: dict[str, Any], tokens: _Tokens, kept: set[tuple[Path, str]]) -> None:
+    """Every record of `path` into `run`; a record of the wrong shape is skipped and counted in a note.
+    `kept` holds (folder, uid) of the groups read so far: a dropped group that a resumed run has since
+    written is skipped (its drop was superseded), noted too."""
+    bad = superseded = 0
     for rec in _lines(path):
+        if (
+            kind == "dropped"
+            and rec.get("reason") != "unverified"
+            and (path.parent, str(rec.get("uid"))) in kept
+        ):
+            superseded += 1
+            continue
         try:
             group, samples = _READERS[kind](rec, path.name, len(run["groups"]), tokens)
         except (AttributeError, TypeError, ValueError, KeyError, IndexError):
@@ -241,8 +250,14 @@ def _read(path: Path, kind: str, run: dict[str, Any], tokens: _Tokens) -> None:
             continue
         run["groups"].append(group)
         run["samples"].extend(samples)
+        if kind == "groups":
+            kept.add((path.parent, group["uid"]))
     if bad:
         run["notes"].append(f"{path.name}: {bad} malformed record(s) skipped")
+    if superseded:
+        run["notes"].append(
+            f"{path.name}: {superseded} drop(s) skipped: a resumed run wrote those groups since"
+        )
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -269,12 +284,12 @@ def load_run(path: str | Path, token_budget: int = TOKEN_BUDGET, tokenizer: Any 
         raise FileNotFoundError(f"{root}: no such file or folder")
     run: dict[str, Any] = {"groups": [], "samples": [], "sources": [], "header": {}, "notes": []}
     tokens = _Tokens(token_budget)
-    for file in _files(root):
-        kind = _kind(file)
-        if kind is None:
-            continue
+    kept: set[tuple[Path, str]] = set()
+    order = {"groups": 0, "eval": 1, "dropped": 2}  # drops last: they are checked against the groups
+    found = [(file, kind) for file in _files(root) if (kind := _kind(file)) is not None]
+    for file, kind in sorted(found, key=lambda fk: (order[fk[1]], fk[0])):
         run["sources"].append(str(file.relative_to(root) if root.is_dir() else file.name))
-        _read(file, kind, run, tokens)
+        _read(file, kind, run, tokens, kept)
         if kind == "groups":
             summary = _read_json(file.with_suffix(".summary.json"))
             if summary:

@@ -161,6 +161,21 @@ def test_rlvr_view_builds_a_page_or_says_why_not(tmp_path, capsys):
     assert "<title>rlvr · run</title>" in page and "inference timed out" in page
     loaded = load_run(run)["samples"]
     assert loaded[0]["status"] == "timeout" and loaded[0]["turns"][0]["c"] == "a"
+    # a drop that a resumed run has since written is not shown as dropped
+    (run / "groups.jsonl").write_text(json.dumps({"uid": "g#0", "scores": [1.0], "messages": [[]]}) + "\n")
+    drops = [{"uid": "g#0", "reason": "timeout", "samples": []}, {"uid": "g#0", "reason": "unverified", "samples": []},
+             {"uid": "h#0", "reason": "timeout", "samples": []}]  # fmt: skip
+    (run / "groups.dropped.jsonl").write_text("".join(json.dumps(d) + "\n" for d in drops))
+    resumed = load_run(run)
+    assert [(g["uid"], g["drop"]) for g in resumed["groups"]] == [
+        ("g#0", None),
+        ("u", None),
+        ("g#0", "unverified"),
+        ("h#0", "timeout"),
+    ]
+    assert resumed["notes"] == [
+        "groups.dropped.jsonl: 1 drop(s) skipped: a resumed run wrote those groups since"
+    ]
     # records of the wrong shape are skipped and said so; the rest still shows
     odd = [{"uid": "bad", "scores": 5}, {"uid": "odd", "scores": [1.0], "messages": "text", "rewards": [None]},
            {"uid": "ok", "scores": [0.5], "messages": [[{"role": "user", "content": "q"}, "not a message"]]}]  # fmt: skip
