@@ -55,6 +55,7 @@ from environments.atropos_runtime.cli_help import render_help
 from environments.atropos_runtime.episode_runtime import episode_rollouts, finish_group
 from environments.atropos_runtime.episodes import MultiTurnTask
 from environments.atropos_runtime.modes import run_evaluate, run_process
+from environments.atropos_runtime.output import VIEW_KEYS, jsonable, rejected_record, token_counts
 from environments.atropos_runtime.rollouts import DropReason, GroupOutcome, assemble_group, sample_group
 from environments.atropos_runtime.run_identity import run_settings
 from environments.atropos_runtime.sampling_slots import sampling_done
@@ -398,10 +399,10 @@ class RubricEnv(RunApiClient, BaseEnv):
             got = await self._rollouts(item)
         finally:
             self.inflight -= 1
+        rollouts, results = ([], []) if isinstance(got, GroupOutcome) else got
         if isinstance(got, GroupOutcome):
             outcome = got
         else:
-            rollouts, results = got
             outcome = assemble_group(
                 item.prompt,
                 rollouts,
@@ -421,7 +422,15 @@ class RubricEnv(RunApiClient, BaseEnv):
                 outcome.group["finish_reasons"] = [
                     r.finish_reason for r, s in zip(rollouts, results, strict=True) if s.verified
                 ]
+                outcome.group["prompt"] = jsonable(item.prompt)
+                outcome.group["answer"] = jsonable(item.answer)
+                counts = [token_counts(m) for m in outcome.group["masks"]] if outcome.group["tokens"] else []
+                outcome.group["prompt_tokens"] = [c[0] for c in counts] or None
+                outcome.group["completion_tokens"] = [c[1] for c in counts] or None
                 outcome = finish_group(self, outcome, rollouts, results)
+        outcome.rejected = rejected_record(
+            item, outcome.drop, outcome.detail, rollouts, results, self.generation_params()
+        )
         if outcome.drop:
             self.drops[outcome.drop] += 1
             if self.drops[outcome.drop] == 1:  # later ones are counted in the status line / summary
@@ -439,10 +448,7 @@ class RubricEnv(RunApiClient, BaseEnv):
         outcome = await self.group_for(item, training=True)
         if outcome.group is None:
             return None, []
-        group = dict(outcome.group)
-        group.pop("rewards", None)
-        group.pop("finish_reasons", None)
-        group.pop("episodes", None)
+        group = {k: v for k, v in outcome.group.items() if k not in VIEW_KEYS}
         return ScoredDataGroup(**group), []
 
     async def env_manager(self) -> None:

@@ -1,6 +1,7 @@
 """`rlvr`: the package's command line.
 
     rlvr demo [--env code|math|judge|qa] [...]   the main job (see environments/atropos_runtime/demo.py)
+    rlvr view PATH [--serve] [--no-open]          the rollout viewer for an output folder or JSONL
     rlvr sandbox check                            which sandbox backends work here, and why not
     rlvr sandbox sweep                            remove Docker sandbox containers left by dead runs
 
@@ -20,6 +21,10 @@ def main(argv: list[str] | None = None) -> int:
         from environments.atropos_runtime.demo import main as demo
 
         return demo(rest)
+    if command == "view":
+        from environments.atropos_runtime.viewer import main as view
+
+        return view(rest)
     if command == "sandbox":
         from sandbox.__main__ import main as sandbox
 

@@ -68,7 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     with VLLMServer(model, log_path=Path(args.out) / "vllm.log") as server:
         print(f"vLLM ready at {server.base_url}")
         code = subprocess.call(process_command(args, server.base_url, str(model), args.server_type or "vllm"))
-    print(f"outputs under {Path(args.out) / args.env} (open groups.html in a browser)")
+    print(
+        f"outputs under {Path(args.out) / args.env} (rlvr view {Path(args.out) / args.env}, or open groups.html)"
+    )
     return code
 
 

@@ -102,6 +102,7 @@ def eval_fields(rollout: Any) -> dict[str, Any]:
         "turns": len(ep.turns),
         "stop_reason": ep.stop_reason,
         "turn_info": [t.info for t in ep.turns],
+        "episode": ep.to_dict(),
     }
 
 

@@ -3,10 +3,14 @@
 * process: `total_steps` groups of `group_size` rollouts from the train split, up to
   `max_concurrent_groups` sampling at once (a group being scored does not hold its slot, and at most
   as many again are past sampling: `sampling_slots`), appended to a resumable JSONL (exact sampled token ids when the
-  server returns them), then an HTML viewer and a summary (printed and `<stem>.summary.json`). A failing group is counted and
-  logged; groups already written are never lost or duplicated by a re-run.
+  server returns them), dropped groups and unverified samples to `<stem>.dropped.jsonl` (with the
+  reason), then a summary (printed and `<stem>.summary.json`) and the viewer (`<stem>.html`,
+  `environments.atropos_runtime.viewer`). A failing group is counted and logged; groups already written are never
+  lost or duplicated by a re-run.
 * evaluate: one rollout per eval item at `eval_temperature`, written as atroposlib's
-  `metrics.json` + `samples.jsonl` (with per-sample correctness and reward status).
+  `metrics.json` + `samples.jsonl` (per sample: prompt, gold `answer`, correctness, reward status,
+  feedback and components, finish reason, token counts, generation parameters, episode turns);
+  `rlvr view DIR` shows them.
 """
 
 from __future__ import annotations
@@ -24,8 +28,8 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from environments.atropos_runtime.env_protocol import RuntimeEnv
 from environments.atropos_runtime.episode_runtime import eval_fields, turn_metrics
-from environments.atropos_runtime.output import GroupWriter, write_html
-from environments.atropos_runtime.run_identity import claim_output
+from environments.atropos_runtime.output import GroupWriter, jsonable, token_counts, write_html
+from environments.atropos_runtime.run_identity import DROPPED_SUFFIX, claim_output
 from environments.atropos_runtime.sampling_slots import SamplingSlots
 from rubrics.core import RewardResult, Status
 
@@ -45,7 +49,8 @@ async def run_process(env: RuntimeEnv) -> dict[str, Any]:
         for k in range(total)
     ]
     start = time.monotonic()
-    with GroupWriter(path) as writer:
+    dropped_path = Path(path).with_suffix(DROPPED_SUFFIX)
+    with GroupWriter(path) as writer, GroupWriter(dropped_path) as dropped:
         todo = [(uid, item) for uid, item in planned if uid not in writer.done]
         already = total - len(todo)
         if already:
@@ -65,6 +70,8 @@ async def run_process(env: RuntimeEnv) -> dict[str, Any]:
                     {"uid": uid, "item_uid": item.uid, "tokens_exact": bool(group["tokens"]), **group}
                 )
                 scores.extend(group["scores"])
+            if outcome.rejected is not None:  # dropped groups and unverified samples: never in `path`
+                dropped.write({"uid": uid, **outcome.rejected})
             bar.update(1)
 
         stopped = ""  # why the run ended early (a server down under on_server_down=stop, a hopeless run)
@@ -79,8 +86,18 @@ async def run_process(env: RuntimeEnv) -> dict[str, Any]:
             await env.close_watcher()
         written = len(writer.done)
     elapsed = time.monotonic() - start
-    html_path = write_html(path)
+    html_path = Path(path).with_suffix(".html")
     summary = {
+        "env": env.name,
+        "model": model_name(env),
+        "tokenizer": env.config.tokenizer_name,
+        "settings": {
+            "group_size": env.config.group_size,
+            **env.generation_params(),
+            "server_type": getattr(env.server.servers[0].config, "server_type", None)
+            if env.server.servers and hasattr(env.server.servers[0], "config")
+            else None,
+        },
         "groups_planned": total,
         "groups_new": env.groups_ok,
         "groups_in_file": written,
@@ -90,11 +107,13 @@ async def run_process(env: RuntimeEnv) -> dict[str, Any]:
         "mean_score": round(sum(scores) / len(scores), 4) if scores else None,
         "seconds": round(elapsed, 2),
         "jsonl": str(path),
+        "dropped_jsonl": str(dropped_path),
         "html": str(html_path),
     }
     if stopped:
         summary["stopped"] = stopped
     Path(path).with_suffix(".summary.json").write_text(json.dumps(summary, indent=2))
+    write_html(path, html_path, env.tokenizer)  # reads the summary for its run header
     print_summary(f"{env.name} process", summary)
     if stopped:
         raise SystemExit(stopped)  # what was written is kept, with its summary and viewer
@@ -113,8 +132,9 @@ def print_summary(title: str, summary: dict[str, Any]) -> None:
         print(f"  {key.ljust(width)}  {value}")
 
 
-def _jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))
+def model_name(env: RuntimeEnv) -> str | None:
+    servers = getattr(env.server, "servers", [])
+    return getattr(getattr(servers[0], "config", None), "model_name", None) if servers else None
 
 
 async def run_evaluate(env: RuntimeEnv) -> dict[str, Any]:
@@ -130,7 +150,9 @@ async def run_evaluate(env: RuntimeEnv) -> dict[str, Any]:
             try:
                 rollouts, results = await env.rollout_and_score(item, 1, split="eval")
                 text, finish, result = rollouts[0].text, rollouts[0].finish_reason, results[0]
-                extra = eval_fields(rollouts[0])
+                prompt_tokens, completion_tokens = token_counts(rollouts[0].masks)
+                extra = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+                extra.update(eval_fields(rollouts[0]))
             except asyncio.TimeoutError:
                 result = RewardResult.unverified(Status.TIMEOUT, "inference timed out")
             except Exception as exc:  # noqa: BLE001 - one failing sample must not end the eval
@@ -138,12 +160,17 @@ async def run_evaluate(env: RuntimeEnv) -> dict[str, Any]:
         return {
             "uid": item.uid,
             "messages": [*item.prompt, {"role": "assistant", "content": text}],
-            "gold": _jsonable(item.answer),
+            "prompt": jsonable(item.prompt),
+            "gold": jsonable(item.answer),
+            "answer": jsonable(item.answer),
             "score": result.score,
             "correct": result.score is not None and result.score >= 1.0 - 1e-9,
             "status": result.status.value,
             "reason": result.reason,
+            "feedback": result.feedback,
+            "components": dict(result.components),
             "finish_reason": finish,
+            "generation_params": env.generation_params("eval"),
             **extra,
         }
 
@@ -163,7 +190,7 @@ async def run_evaluate(env: RuntimeEnv) -> dict[str, Any]:
     await env.evaluate_log(
         {k: v for k, v in metrics.items() if v is not None},  # atroposlib's table cannot print None
         task_name=f"{env.name}_eval",
-        model_name=env.server.servers[0].config.model_name if env.server.servers else None,
+        model_name=model_name(env),
         start_time=start,
         end_time=end,
         generation_parameters=params,

@@ -1,9 +1,16 @@
 """Process-mode output: an append-only, resumable JSONL of groups and a static HTML viewer.
 
 Each JSONL line is one group in atroposlib's `process` shape (`tokens`, `masks`, `scores`,
-`messages`, `inference_logprobs`, `overrides`, `group_overrides`, `generation_params`) plus our keys:
-`uid` (the group's stable key), `rewards` (every sample's RewardResult as a dict) and
-`finish_reasons`. `tokens` are the exact sampled ids when `tokens_exact` is true.
+`messages`, `inference_logprobs`, `overrides`, `group_overrides`, `generation_params`) plus our keys
+(`VIEW_KEYS`, never sent to a trainer): `uid` (the group's stable key), `item_uid`, `prompt` (the
+item's messages), `answer` (the gold answer), `rewards` (every sample's RewardResult as a dict:
+score, status, components, feedback, reason), `finish_reasons`, `prompt_tokens` /
+`completion_tokens` (per sample, when token ids are exact) and, for multi-turn tasks, `episodes`
+(every turn: text, finish reason, exact ids, the environment's reply). `tokens` are the exact
+sampled ids when `tokens_exact` is true.
+
+What never reaches the output goes to `<stem>.dropped.jsonl` (`rejected_record`): a dropped group
+with its drop reason, or the unverified samples of a kept group (reason `unverified`).
 
 Resuming: `GroupWriter` reads the uids already written, so a re-run neither duplicates nor loses
 groups. A torn last line (a crash mid-write) is cut off before appending.
@@ -11,11 +18,10 @@ groups. A torn last line (a crash mid-write) is cut off before appending.
 
 from __future__ import annotations
 
-import html
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +86,73 @@ class GroupWriter:
         self.close()
 
 
+VIEW_KEYS = (
+    "uid", "item_uid", "tokens_exact", "prompt", "answer", "rewards", "finish_reasons",
+    "prompt_tokens", "completion_tokens", "episodes",
+)  # fmt: skip
+
+
+def jsonable(value: Any) -> Any:
+    """`value` as plain JSON types (anything else as its `str`)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def token_counts(masks: list[int] | None) -> tuple[int | None, int | None]:
+    """(prompt tokens, policy-sampled tokens) of one sequence from its mask (-100 = not sampled);
+    an episode's environment turns count in neither. (None, None) without token ids."""
+    if masks is None:
+        return None, None
+    prompt = next((i for i, m in enumerate(masks) if m != -100), len(masks))
+    return prompt, sum(1 for m in masks if m != -100)
+
+
+def sample_record(rollout: Any, result: Any) -> dict[str, Any]:
+    """One sample of the dropped file: text, finish reason, reward, token counts, episode turns."""
+    prompt_tokens, completion_tokens = token_counts(rollout.masks)
+    episode = getattr(rollout, "episode", None)
+    record: dict[str, Any] = {
+        "text": rollout.text,
+        "finish_reason": rollout.finish_reason,
+        "reward": result.to_dict() if result is not None else None,
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+    }
+    if episode is not None:
+        record["messages"] = episode.messages
+        record["episode"] = episode.to_dict()
+    return record
+
+
+def rejected_record(
+    item: Any,
+    drop: str | None,
+    detail: str,
+    rollouts: Sequence[Any] = (),
+    results: Sequence[Any] = (),
+    generation_params: Mapping[str, Any] | None = None,
+) -> dict[str, Any] | None:
+    """The dropped-file line for one group: every sample when the group was dropped (`reason` is
+    the drop reason; no samples when inference failed), else only its unverified samples (`reason`
+    `unverified`); None when nothing was left out. The caller adds `uid`."""
+    if drop:
+        keep = list(range(len(rollouts)))
+        reason = drop
+    else:
+        keep = [i for i, r in enumerate(results) if not r.verified]
+        if not keep:
+            return None
+        reason, detail = "unverified", results[keep[0]].reason
+    return {
+        "item_uid": item.uid,
+        "reason": reason,
+        "detail": detail,
+        "prompt": jsonable(item.prompt),
+        "answer": jsonable(item.answer),
+        "generation_params": dict(generation_params or {}),
+        "samples": [sample_record(rollouts[i], results[i] if i < len(results) else None) for i in keep],
+    }
+
+
 def read_groups(path: str | Path) -> Iterator[dict[str, Any]]:
     with open(path, encoding="utf-8") as f:
         for line in f:
@@ -87,70 +160,8 @@ def read_groups(path: str | Path) -> Iterator[dict[str, Any]]:
                 yield json.loads(line)
 
 
-_CSS = """
-body{font-family:system-ui,sans-serif;margin:2em;max-width:70em}
-details{border:1px solid #ccc;border-radius:6px;margin:.6em 0;padding:.4em .8em}
-summary{cursor:pointer;font-weight:600}
-.s{border-left:5px solid #999;margin:.6em 0;padding:.2em .8em;background:#fafafa}
-.pos{border-color:#2a2}.zero{border-color:#c33}.none{border-color:#e90}
-pre{white-space:pre-wrap;word-break:break-word;margin:.3em 0}
-.meta{color:#555;font-size:.9em}
-.prompt{background:#f4f6fb}
-"""
+def write_html(jsonl_path: str | Path, html_path: str | Path | None = None, tokenizer: Any = None) -> Path:
+    """The viewer page for a process JSONL (`environments.atropos_runtime.viewer.write_viewer`). Returns its path."""
+    from environments.atropos_runtime.viewer import write_viewer
 
-
-def _turns_html(messages: list[dict[str, Any]]) -> str:
-    return "".join(
-        f"<div><b>{html.escape(str(m.get('role', '?')))}</b><pre>{html.escape(str(m.get('content', '')))}</pre></div>"
-        for m in messages
-    )
-
-
-def _sample_html(messages: list[dict[str, Any]], reward: dict[str, Any] | None, score: Any) -> str:
-    value = reward.get("score") if reward else score
-    cls = "none" if value is None else ("pos" if value > 0 else "zero")
-    meta = f"score={value!r}"
-    if reward:
-        meta += f" · status={reward.get('status')} · {reward.get('reason', '')}"
-    return f'<div class="s {cls}"><div class="meta">{html.escape(meta)}</div>{_turns_html(messages)}</div>'
-
-
-def _common_prefix(conversations: list[list[dict[str, Any]]]) -> int:
-    """How many leading messages all conversations share (at most all but the last of each)."""
-    if not conversations:
-        return 0
-    n = min(len(c) for c in conversations) - 1
-    first = conversations[0]
-    for i in range(max(n, 0)):
-        if any(c[i] != first[i] for c in conversations):
-            return i
-    return max(n, 0)
-
-
-def write_html(jsonl_path: str | Path, html_path: str | Path | None = None) -> Path:
-    """Render the JSONL as a self-contained HTML page (all model text escaped). Returns its path."""
-    src = Path(jsonl_path)
-    out = Path(html_path) if html_path else src.with_suffix(".html")
-    parts = [
-        f"<!doctype html><meta charset=utf-8><title>{html.escape(src.name)}</title><style>{_CSS}</style>"
-    ]
-    parts.append(f"<h1>{html.escape(src.name)}</h1>")
-    for index, group in enumerate(read_groups(src)):
-        scores = group.get("scores", [])
-        rewards = group.get("rewards") or [None] * len(scores)
-        mean = sum(scores) / len(scores) if scores else float("nan")
-        conversations = group.get("messages") or []
-        # every sample of a group shares the prompt: show it once, then only each sample's own turns
-        shared = _common_prefix(conversations)
-        prompt = f"<details class=prompt><summary>prompt</summary>{_turns_html(conversations[0][:shared])}</details>"
-        samples = prompt if conversations else ""
-        samples += "".join(
-            _sample_html(msgs[shared:], rew, sc)
-            for msgs, rew, sc in zip(conversations, rewards, scores, strict=False)
-        )
-        title = (
-            f"Group {index} · {html.escape(str(group.get('uid')))} · {len(scores)} samples · mean {mean:.3f}"
-        )
-        parts.append(f"<details><summary>{title}</summary>{samples}</details>")
-    out.write_text("".join(parts), encoding="utf-8")
-    return out
+    return write_viewer(jsonl_path, html_path, tokenizer=tokenizer)

@@ -89,9 +89,13 @@ def unverified_reason(results: Sequence[RewardResult]) -> str | None:
 
 @dataclass
 class GroupOutcome:
+    """A group for the output (or None), the drop reason, and (set by `RubricEnv.group_for`) the
+    `rejected` record of what was left out (`environments.output.rejected_record`)."""
+
     group: dict[str, Any] | None
     drop: str | None = None
     detail: str = ""
+    rejected: dict[str, Any] | None = None
 
 
 def assemble_group(

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 RUN_SUFFIX = ".run.json"
+DROPPED_SUFFIX = ".dropped.jsonl"  # process: dropped groups and unverified samples (environments/atropos_runtime/output.py)
 DEFINING_RUNTIME = ("group_size", "temperature", "top_p", "max_tokens", "system_prompt", "seed", "train_limit",
                     "tokenizer_name", "logprobs_mode")  # fmt: skip
 
@@ -47,8 +48,8 @@ def claim_output(path: str | Path, settings: dict[str, Any], overwrite: bool) ->
     path = Path(path)
     check_output_path(path)
     stored_path = path.with_suffix(RUN_SUFFIX)
-    if overwrite:
-        for old in (path, stored_path):
+    if overwrite:  # the groups, the run's settings, and what it left out (a stale page would mix runs)
+        for old in (path, stored_path, path.with_suffix(DROPPED_SUFFIX)):
             old.unlink(missing_ok=True)
     elif path.exists() and path.stat().st_size:
         try:

@@ -15,6 +15,7 @@ from atroposlib.envs.server_handling.vllm_server import VLLMServer
 from environments.atropos_runtime.output import GroupWriter, read_groups, write_html
 from environments.atropos_runtime.servers import VLLMTokenServer, server_class_for
 from environments.atropos_runtime.token_completions import InferenceError, parse_token_completions
+from environments.atropos_runtime.viewer import load_run
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,7 +64,9 @@ def test_html_viewer_escapes_model_text(tmp_path):
             }
         )
     html = write_html(path).read_text()
-    assert evil not in html and "&lt;script&gt;" in html and "status=ok" in html
+    data = html.split('id="rlvr-data">')[1].split("</script>")[0]
+    assert "<" not in data and "\\u003cscript\\u003ealert(1)" in data and '"status":"ok"' in data
+    assert load_run(path)["samples"][0]["turns"][-1]["c"] == evil  # the text itself is kept exactly
 
 
 def payload(ids=(5, 6), lps=(-0.1, -0.2), prompt=(1, 2), n=1):
@@ -106,6 +109,9 @@ def test_html_viewer_shows_a_shared_prompt_once(tmp_path):
         w.write({"uid": "x", "scores": [1.0, 0.0, 0.0], "messages": convs})
     html = write_html(path).read_text()
     assert html.count("PROMPT-TEXT") == 1 and all(f"answer-{i}" in html for i in range(3))
+    run = load_run(path)
+    assert [t["c"] for t in run["groups"][0]["prompt"]] == ["PROMPT-TEXT"]
+    assert [[t["c"] for t in s["turns"]] for s in run["samples"]] == [[f"answer-{i}"] for i in range(3)]
 
 
 def test_logprobs_convention_is_read_from_the_temperature_dependence():

@@ -22,8 +22,13 @@ def test_the_same_run_resumes_and_another_is_refused_naming_what_differs(tmp_pat
         f"{out} holds another run (group_size: 3 there, 2 now; temperature: 1.0 there"
     )
     assert "--env.overwrite true" in str(refused.value) and out.read_text() == '{"uid": "a#0"}\n'
-    claim_output(out, {**RUN, "group_size": 2}, overwrite=True)  # replaced: old groups gone
-    assert not out.exists() and json.loads(out.with_suffix(".run.json").read_text())["group_size"] == 2
+    out.with_suffix(".dropped.jsonl").write_text('{"uid": "b#0", "reason": "error", "samples": []}\n')
+    claim_output(out, {**RUN, "group_size": 2}, overwrite=True)  # replaced: old groups and drops gone
+    assert (
+        not out.exists()
+        and not out.with_suffix(".dropped.jsonl").exists()
+        and json.loads(out.with_suffix(".run.json").read_text())["group_size"] == 2
+    )
 
 
 def test_groups_of_an_unknown_run_are_not_appended_to(tmp_path):

@@ -1,13 +1,22 @@
-"""groups.html in a real headless Chromium (Debian's `chromium` + `chromium-driver`, driven by Selenium).
+"""The rollout viewer in a real headless Chromium (Debian's `chromium` + `chromium-driver`, via Selenium).
 
-Hostile model text (scripts, event handlers, `javascript:` links, broken markup, meta refresh...) in
-every field the viewer shows must execute nothing and render as text; a file of 1,000 groups must
-open and scroll without freezing. A breach is detected harmlessly: a page variable, the page title,
-and a canary HTTP server on loopback that counts any request the page makes.
+One browser session for the module. Checked on pages built by `rlvr view`:
+* hostile text (scripts, event handlers, `javascript:` links, broken markup, meta refresh, control
+  characters, a 1 MB completion) in every field the viewer shows executes nothing, renders as text
+  with control characters escaped, and leaves the page usable. A breach is detected harmlessly: a
+  page variable, the page title, and a canary HTTP server on loopback that counts any request;
+* a real multi-turn `process` run (the guess-a-number env on a scripted loopback policy, with an
+  environment outage so some samples are unverified and some groups dropped) plus its `evaluate`:
+  the run header, filters, sort, keyboard navigation, an episode shown turn by turn, the dropped
+  section, a screenshot;
+* 10,000 samples open with only the visible rows in the DOM, and the token view.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
 import shutil
 import tempfile
 import threading
@@ -16,14 +25,16 @@ from pathlib import Path
 
 import pytest
 
-from environments.atropos_runtime.output import GroupWriter, write_html
+from environments.atropos_runtime.cli import main as rlvr
+from environments.atropos_runtime.output import GroupWriter
 
 pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage", "--window-size=1200,900"]  # fmt: skip
+         "--disable-dev-shm-usage", "--window-size=1400,1000"]  # fmt: skip
 
 
 class Canary:
@@ -51,7 +62,7 @@ class Canary:
         self.server.server_close()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def browser():
     if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
         pytest.skip("Debian chromium + chromium-driver not installed (scripts/install.sh installs them)")
@@ -73,6 +84,60 @@ def browser():
         shutil.rmtree(profile, ignore_errors=True)
 
 
+def view(path: Path) -> Path:
+    """Build the page the way a user does: `rlvr view PATH --no-open`."""
+    assert rlvr(["view", str(path), "--no-open"]) == 0
+    return path / "view.html" if path.is_dir() else path.with_suffix(".html")
+
+
+def by_id(driver, name: str):
+    return driver.find_element("id", name)
+
+
+HOME, END, DOWN, UP, ESCAPE = "\ue011", "\ue010", "\ue015", "\ue013", "\ue00c"  # selenium's Keys
+CTRL, NULL, BACKSPACE = "\ue009", "\ue000", "\ue003"
+
+
+def key(driver, *keys: str) -> None:
+    """Keys to the focused element (the list, unless a field has focus)."""
+    for k in keys:
+        driver.switch_to.active_element.send_keys(k)
+
+
+def detail(driver) -> str:
+    return by_id(driver, "detail").text
+
+
+def selected_row(driver) -> str:
+    # one script call: a scroll re-renders the rows (a found element could go stale before .text)
+    return driver.execute_script("const r = document.querySelector('.row.sel'); return r ? r.innerText : ''")
+
+
+def rows(driver) -> list[str]:
+    return driver.execute_script("return [...document.querySelectorAll('.row')].map((r) => r.innerText)")
+
+
+def shown(driver) -> int:
+    return int(by_id(driver, "count").text.split()[0])
+
+
+def choose(driver, select_id: str, value: str) -> None:
+    from selenium.webdriver.support.ui import Select
+
+    Select(by_id(driver, select_id)).select_by_value(value)
+
+
+def type_into(driver, field: str, text: str) -> None:
+    box = by_id(driver, field)
+    box.send_keys(CTRL, "a", NULL, BACKSPACE)  # as a user clears it (clear() fires no input event)
+    if text:
+        box.send_keys(text)
+    box.send_keys(ESCAPE)  # back to the list
+
+
+# ---------------------------------------------------------------- hostile text
+
+
 def hostile_payloads(canary: str) -> list[str]:
     hit = f"fetch('{canary}/js')"
     return [
@@ -83,7 +148,7 @@ def hostile_payloads(canary: str) -> list[str]:
         f'<iframe src="javascript:parent.__pwned=\'iframe\'"></iframe><iframe src="{canary}/frame"></iframe>',
         f'<meta http-equiv="refresh" content="0;url={canary}/refresh">',
         f'<link rel="stylesheet" href="{canary}/css"><style>body{{display:none}}</style>',
-        f'</pre></div></details><script>window.__pwned="breakout";{hit}</script><pre>',
+        f'</script></pre></div></details><script>window.__pwned="breakout";{hit}</script><pre>',
         "<details open ontoggle=\"window.__pwned='toggle'\">x</details>",
         "<b><i>unclosed <div <pre <!-- never closed comment",
         f"]]> --> </title><script>document.title='PWNED';{hit}</script>",
@@ -93,110 +158,304 @@ def hostile_payloads(canary: str) -> list[str]:
         f"<plaintext><textarea><noscript><template><script>{hit}</script>",
         "&lt;script&gt; already escaped &amp; &#x3C;b&#x3E; entities",
         f"\u2028\u2029 <scr\x00ipt>{hit}</scr\x00ipt> \ufeff",
+        "%DATA% %TITLE% {{ template }} ${injection} `backtick`",
     ]
 
 
-def write_groups(path: Path, groups: list[dict]) -> Path:
-    with GroupWriter(path) as writer:
-        for group in groups:
-            writer.write(group)
-    return write_html(path)
+CONTROL = "NUL[\x00] ESC[\x1b[31mred\x1b[0m] BEL[\x07] DEL[\x7f] C1[\x85] LS[\u2028] RLO[\u202e]"
+CONTROL_SHOWN = ["\\x00", "\\x1b", "\\x07", "\\x7f", "\\x85", "\\u2028", "\\u202e"]
 
 
-def open_all_details(driver) -> None:
-    driver.execute_script("document.querySelectorAll('details').forEach(d => d.open = true)")
+def hostile_run(folder: Path, payloads: list[str]) -> None:
+    """A process folder with every payload in every field the viewer shows, and a 1 MB completion."""
+    with GroupWriter(folder / "groups.jsonl") as writer:
+        for i, text in enumerate(payloads):
+            prompt = [{"role": "system", "content": f"system {i}: {text}"}, {"role": "user", "content": text}]
+            episode = {"id": "e", "stop_reason": text, "turns": [
+                {"content": f"first {text}", "finish_reason": "stop", "tokens": [1], "env_messages": [
+                    {"role": text, "content": f"env says {text}"}], "info": {text: text}},
+                {"content": f"second {text}", "finish_reason": text, "tokens": [2], "env_messages": [], "info": {}},
+            ]}  # fmt: skip
+            messages = [*prompt, {"role": "assistant", "content": f"first {text}"},
+                        {"role": text, "content": f"env says {text}"}, {"role": "assistant", "content": f"second {text}"}]  # fmt: skip
+            writer.write({
+                "uid": f"g{i} {text}", "item_uid": text, "prompt": prompt, "answer": f"gold {text}",
+                "scores": [1.0, 0.0], "messages": [messages, [*prompt, {"role": "assistant", "content": text}]],
+                "episodes": [episode, {"id": "f", "stop_reason": "x", "turns": []}],
+                "rewards": [{"score": 1.0, "status": "ok", "reason": text, "feedback": f"feedback {text}",
+                             "components": {text: 1.0}},
+                            {"score": 0.0, "status": text, "reason": "r", "feedback": "", "components": {}}],
+                "finish_reasons": ["stop", text], "overrides": [{}, {}], "generation_params": {text: text},
+            })  # fmt: skip
+        big = "A" * 1_000_000 + " zzz-needle " + payloads[0]
+        writer.write({"uid": "big", "prompt": [{"role": "user", "content": CONTROL}], "scores": [0.0, 1.0],
+                      "messages": [[{"role": "user", "content": CONTROL}, {"role": "assistant", "content": big}],
+                                   [{"role": "user", "content": CONTROL}, {"role": "assistant", "content": CONTROL}]],
+                      "rewards": [{"score": 0.0, "status": "wrong", "reason": "long"},
+                                  {"score": 1.0, "status": "ok", "reason": CONTROL}]})  # fmt: skip
+    with GroupWriter(folder / "groups.dropped.jsonl") as writer:
+        writer.write({"uid": "d", "item_uid": "d", "reason": payloads[0], "detail": payloads[1], "prompt": [],
+                      "answer": payloads[2], "samples": [{"text": payloads[3], "finish_reason": payloads[4],
+                      "reward": {"score": None, "status": "error", "reason": payloads[5]}}]})  # fmt: skip
+    summary = {
+        "env": "hostile <b>env</b> " + payloads[10],
+        "model": "m\x00odel",
+        "settings": {"t": payloads[0]},
+    }
+    (folder / "groups.summary.json").write_text(json.dumps(summary))
 
 
-def test_hostile_model_text_executes_nothing_and_renders_as_text(browser, tmp_path):
+def test_hostile_text_executes_nothing_renders_as_text_and_the_page_stays_usable(browser, tmp_path):
     canary = Canary()
     try:
         payloads = hostile_payloads(canary.url)
-        groups = []
-        for i, text in enumerate(payloads):
-            prompt = [{"role": "user", "content": f"question {i}: {text}"}]
-            groups.append(
-                {
-                    "uid": f"g{i} {text}",
-                    "scores": [1.0, 0.0],
-                    "messages": [
-                        [*prompt, {"role": "assistant", "content": text}],
-                        [*prompt, {"role": text, "content": "second " + text}],
-                    ],
-                    "rewards": [
-                        {"score": 1.0, "status": "ok", "reason": text},
-                        {"score": 0.0, "status": text, "reason": "r"},
-                    ],
-                }
-            )
-        page = write_groups(tmp_path / "hostile.jsonl", groups)
+        hostile_run(tmp_path, payloads)
+        page = view(tmp_path / "groups.jsonl")
         browser.get(page.as_uri())
-        open_all_details(browser)
-        # a user clicking every summary (twice: close and reopen) fires any toggle handler that got in
-        browser.execute_script("document.querySelectorAll('summary').forEach(s => { s.click(); s.click(); })")
-        browser.find_elements("css selector", "body > details > summary")[0].click()  # a real click too
-        open_all_details(browser)
-        browser.execute_script("window.scrollTo(0, document.body.scrollHeight)")
-        # let anything queued (timers, image errors, fetches) run before looking
-        browser.execute_async_script("const done = arguments[0]; setTimeout(done, 1500)")
-
+        assert browser.title == "rlvr · hostile <b>env</b> " + payloads[10] + " · model"
+        texts = []
+        for _ in range(2 * len(payloads)):  # every sample by keyboard; open every prompt, token view
+            browser.execute_script("document.querySelectorAll('details').forEach(d => d.open = true)")
+            texts.append(detail(browser))
+            key(browser, "j")
+        text = "\n".join(texts)
+        for payload in payloads:
+            visible = (
+                payload.replace("\x00", "\\x00").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+            )
+            visible = visible.replace("\ufeff", "\\ufeff")
+            for field in (f"first {visible}", f"second {visible}", f"env says {visible}", f"gold {visible}",
+                          f"feedback {visible}"):  # fmt: skip
+                assert field in text, field
+        # the 1 MB completion: cut at 20k characters, whole on request, findable by search
+        type_into(browser, "f-text", "zzz-needle")
+        assert shown(browser) == 1
+        pre = browser.find_elements("css selector", ".assistant pre")[0]
+        assert len(pre.get_attribute("textContent")) < 25_000
+        pre.find_element("css selector", "button.more").click()
+        assert len(pre.get_attribute("textContent")) > 1_000_000
+        type_into(browser, "f-text", "")
+        key(browser, END)
+        assert "\\x00" in detail(browser) or "\\x00" in browser.find_element("tag name", "body").text
+        key(browser, HOME, "j")
+        assert selected_row(browser).split()[0] == "0" and "#0.1" in selected_row(browser)  # still navigable
+        # every control character shown as an escape, none raw anywhere in the rendered page
+        type_into(browser, "f-text", "nul[")
+        browser.execute_script("document.querySelectorAll('details').forEach(d => d.open = true)")
+        body = browser.find_element("tag name", "body").text
+        assert all(esc in body for esc in CONTROL_SHOWN), body[:2000]
+        assert not any(ch in body for ch in "\x00\x1b\x07\x7f\x85\u2028\u202e")
+        # clicking every button and summary, the dropped tab included, runs nothing of the data's
+        type_into(browser, "f-text", "")
+        by_id(browser, "tab-rejected").click()
+        assert "dropped group" in detail(browser) and payloads[3] in detail(browser)
+        browser.execute_script("document.querySelectorAll('summary, button').forEach(b => b.click())")
+        browser.execute_async_script(
+            "const done = arguments[0]; setTimeout(done, 1000)"
+        )  # let queued work run
         assert browser.execute_script("return window.__pwned === undefined")
-        assert browser.title == "hostile.jsonl"
         assert canary.hits == []
         counts = browser.execute_script(
             "const q = s => document.querySelectorAll(s).length; return {"
-            "script: q('script'), img: q('img'), svg: q('svg'), iframe: q('iframe'), a: q('a'),"
-            "meta: q('meta'), style: q('style'), object: q('object,embed,form,link,base,textarea')}"
+            "script: q('script:not(#rlvr-data):not(:last-of-type)'), img: q('img'), svg: q('svg'),"
+            "iframe: q('iframe'), a: q('a'), meta: q('meta'), style: q('style'),"
+            "object: q('object,embed,form,link,base,textarea,template,plaintext,noscript')}"
         )
-        assert counts == {"script": 0, "img": 0, "svg": 0, "iframe": 0, "a": 0, "meta": 1, "style": 1,
-                          "object": 0}  # fmt: skip  # only the viewer's own charset meta and CSS
+        assert counts == {"script": 0, "img": 0, "svg": 0, "iframe": 0, "a": 0, "meta": 2, "style": 1,
+                          "object": 0}  # fmt: skip  # only the viewer's own charset/CSP metas and CSS
+        assert browser.execute_script("return document.querySelectorAll('script').length") == 2
         assert browser.execute_script("return document.body.offsetHeight") > 0  # no CSS hid the page
-        text = browser.execute_script("return document.body.innerText")
-        for payload in payloads:
-            shown = payload.replace("\x00", "").strip()  # the HTML parser drops NULs in text
-            assert shown.split("\u2029")[-1].strip()[:40] in text, payload
         assert browser.current_url == page.as_uri()  # no refresh or navigation happened
     finally:
         canary.close()
 
 
-def test_a_thousand_groups_open_and_scroll_without_freezing(browser, tmp_path):
-    body = "step by step the answer is 42. " * 12
-    groups = [
-        {
-            "uid": f"item-{i}#0",
-            "scores": [float(j % 2) for j in range(8)],
-            "messages": [
-                [
-                    {"role": "user", "content": f"Question {i}: what is 6 x 7?"},
-                    {"role": "assistant", "content": f"{body} (sample {j})"},
-                ]  # fmt: skip
-                for j in range(8)
-            ],
-            "rewards": [{"score": float(j % 2), "status": "ok", "reason": "match"} for j in range(8)],
-        }
-        for i in range(1000)
-    ]
-    page = write_groups(tmp_path / "big.jsonl", groups)
+# ---------------------------------------------------------------- a real multi-turn run
+
+
+def guess_policy(prompt_text: str, index: int) -> str:
+    """Bisection, except choice 3 rambles on its first turn (cut at max_tokens: finish `length`)."""
+    from tests.runtime.guess_env import binary_search_policy
+
+    if index == 3 and prompt_text.count("<|im_start|>assistant") == 1:
+        return "let me think about this for a long while " * 4
+    return binary_search_policy(prompt_text, index)
+
+
+def guess_run(folder: Path) -> None:
+    """`process` twice and `evaluate`, on the guess env against a scripted loopback policy: a clean
+    run (choice 3 rambles: finish `length`), and one whose environment fails at turn 2 (bisection
+    only), so samples not solved at turn 1 are unverified and groups with none solved are dropped."""
+    from atroposlib.envs.server_handling.server_baseline import APIServerConfig
+    from transformers import AutoTokenizer
+
+    from environments.atropos_runtime.local_model import build_tiny_model
+    from environments.atropos_runtime.modes import run_evaluate, run_process
+    from tests.runtime.guess_env import GuessConfig, GuessEnv, binary_search_policy
+    from tests.runtime.scripted_policy import ScriptedPolicy
+
+    tiny = build_tiny_model(os.environ.get("RLVR_TINY_MODEL") or ROOT / ".cache" / "tiny-model")
+
+    def env(policy: ScriptedPolicy, **kwargs) -> GuessEnv:
+        config = GuessConfig(wandb_name="guess", use_wandb=False, max_token_length=1024, group_size=4,
+                             tokenizer_name=str(tiny), ensure_scores_are_not_same=False, max_turns=3,
+                             max_tokens=8, total_steps=8, **kwargs)  # fmt: skip
+        server = APIServerConfig(server_type="vllm", model_name="scripted", base_url=policy.base_url,
+                                 api_key="x", tokenizer_name=str(tiny), timeout=30, health_check=False)  # fmt: skip
+        return GuessEnv(config, [server])
+
+    async def main() -> None:
+        with ScriptedPolicy(AutoTokenizer.from_pretrained(tiny), guess_policy) as policy:
+            await run_process(env(policy, data_path_to_save_groups=str(folder / "a-clean" / "groups.jsonl")))
+            policy.answer = binary_search_policy
+            await run_process(env(policy, fail_on_turn=2, data_path_to_save_groups=str(folder / "b-faulty" / "groups.jsonl")))  # fmt: skip
+            evaluator = env(policy, data_dir_to_save_evals=str(folder / "c-eval"))
+            await evaluator.setup()
+            await run_evaluate(evaluator)
+            await evaluator.close_rubric()
+            await evaluator.close_watcher()
+
+    asyncio.run(main())
+
+
+def test_a_real_multi_turn_run_header_filters_sort_keys_turns_and_drops(browser, tmp_path):
+    guess_run(tmp_path)
+    groups = [json.loads(x) for x in (tmp_path / "a-clean" / "groups.jsonl").read_text().splitlines()]
+    page = view(tmp_path)
     browser.get(page.as_uri())
-    assert browser.execute_script("return document.querySelectorAll('body > details').length") == 1000
-    open_all_details(browser)  # the worst case: every group expanded
-    # scroll to the bottom in 40 steps, one per animation frame; report the longest frame
-    longest_ms, height = browser.execute_async_script(
-        """
-        const done = arguments[0];
-        const height = document.documentElement.scrollHeight, steps = 40;
-        let i = 0, last = performance.now(), longest = 0;
-        function step(now) {
-          longest = Math.max(longest, now - last); last = now;
-          window.scrollTo(0, (height * ++i) / steps);
-          if (i < steps) requestAnimationFrame(step); else done([longest, height]);
-        }
-        requestAnimationFrame(step);
-        """
+    assert browser.title == "rlvr · guess · scripted"
+    header = by_id(browser, "facts").text
+    kept = sum(len(g["scores"]) for g in groups) + sum(
+        len(json.loads(x)["scores"])
+        for x in (tmp_path / "b-faulty" / "groups.jsonl").read_text().splitlines()
     )
-    print(f"1,000 groups (8,000 samples, {page.stat().st_size / 1e6:.1f} MB): page height {height}px, "
-          f"longest frame while scrolling {longest_ms:.0f} ms")  # fmt: skip
-    assert browser.execute_script("return window.scrollY") > 0.9 * (height - 900)
-    assert longest_ms < 5000, f"a frame took {longest_ms:.0f} ms: the page froze"
-    last_text = browser.find_elements("css selector", "body > details")[-1].text
-    assert "Group 999" in last_text and "sample 7" in last_text
+    assert f"samples: {kept + 8} in" in header  # both process runs and the 8 eval samples
+    assert "group_size=4 · temperature=1 · top_p=1 · max_tokens=8" in header
+    dropped = [
+        json.loads(x) for x in (tmp_path / "b-faulty" / "groups.dropped.jsonl").read_text().splitlines()
+    ]
+    n_dropped = sum(d["reason"] == "error" for d in dropped)
+    n_unverified = sum(len(d["samples"]) for d in dropped if d["reason"] == "unverified")
+    assert n_dropped and n_unverified  # the run really dropped groups and kept some unverified out
+    assert f"dropped groups: error {n_dropped}" in header and f"unverified samples: {n_unverified}" in header
+    assert f"error {4 * n_dropped + n_unverified}" in header and "length 8" in header
+    total = shown(browser)
+    assert total == kept + 8
+
+    # filters: each narrows to exactly the samples with that property
+    choose(browser, "f-finish", "length")
+    assert shown(browser) >= 8 and all("length" in r for r in rows(browser))
+    assert "set_advantage_to_zero true (truncated" in " ".join(detail(browser).split())
+    choose(browser, "f-finish", "")
+    type_into(browser, "f-min", "0.5")
+    high = shown(browser)
+    assert 0 < high < total and all(r.startswith("1") for r in rows(browser))
+    type_into(browser, "f-min", "")
+    type_into(browser, "f-max", "0.5")
+    assert shown(browser) == total - high
+    type_into(browser, "f-max", "")
+    type_into(browser, "f-text", "lower")
+    with_lower = shown(browser)
+    assert 0 < with_lower < total and "lower" in detail(browser)
+    type_into(browser, "f-text", "")
+    # sort: the lowest reward first, then the highest
+    choose(browser, "f-sort", "score-asc")
+    key(browser, HOME)
+    assert selected_row(browser).startswith("0")
+    choose(browser, "f-sort", "score-desc")
+    key(browser, HOME)
+    assert selected_row(browser).startswith("1")
+    choose(browser, "f-sort", "order")
+
+    # keyboard: j/k and arrows move one row, End/Home to the ends
+    key(browser, HOME)
+    first = selected_row(browser)
+    key(browser, "j", "j", DOWN)
+    third = selected_row(browser)
+    assert third != first and "#0.3" in third
+    key(browser, "k", UP, "k")
+    assert selected_row(browser) == first
+    key(browser, END)
+    assert "#" in selected_row(browser) and selected_row(browser) != first
+
+    # an episode turn by turn: prompt (system + user) only in the prompt box, then assistant /
+    # environment boxes alternating, each assistant turn with its finish reason and token count
+    type_into(browser, "f-text", "higher")
+    key(browser, HOME)
+    boxes = browser.find_elements("css selector", "#detail .box")
+    kinds = [b.get_attribute("class").split()[1] for b in boxes]
+    turns = [k for k in kinds if k in ("assistant", "env")]
+    assert turns[:3] == ["assistant", "env", "assistant"], kinds
+    prompt = browser.find_element("css selector", "#detail .prompt").text
+    assert "Guess the number" in prompt and "higher" not in prompt and "lower" not in prompt
+    assistant = browser.find_elements("css selector", "#detail .assistant")
+    assert assistant[0].text.startswith("assistant · turn 1 · finish stop · 2 tokens")
+    assert "info.solved false" in " ".join(assistant[0].text.split()) and "turn 2" in assistant[1].text
+    env_box = browser.find_elements("css selector", "#detail .env")[0].text
+    assert env_box.startswith("environment (user) · after turn 1") and "higher" in env_box
+    assert "gold answer" in detail(browser) and "episode stop" in detail(browser)
+    key(browser, "t")  # the token view: exact ids, prompt greyed, sampled ones coloured by logprob
+    tokens = browser.find_elements("css selector", "#tokens .toks span")
+    assert tokens and tokens[0].get_attribute("class") == "p" and tokens[0].text == "<|im_start|>"  # decoded
+    assert any(t.get_attribute("class") != "p" and "logprob" in t.get_attribute("title") for t in tokens)
+    shot = tmp_path / "episode.png"
+    browser.save_screenshot(str(shot))
+    assert shot.stat().st_size > 20_000
+    type_into(browser, "f-text", "")
+
+    # dropped groups and unverified samples: their own section, with their reasons
+    browser.find_element("id", "tab-rejected").click()
+    rejected = shown(browser)
+    assert rejected == sum(max(1, len(d["samples"])) for d in dropped)
+    assert "environment backend is down" in detail(browser)
+    assert "never written to the training output" in detail(browser)
+    browser.save_screenshot(str(tmp_path / "dropped.png"))
+
+
+# ---------------------------------------------------------------- 10k samples
+
+
+def test_ten_thousand_samples_open_lazily_and_stay_navigable(browser, tmp_path):
+    body = "step by step the answer is 42. " * 12
+    with GroupWriter(tmp_path / "groups.jsonl") as writer:
+        for i in range(1250):
+            writer.write({
+                "uid": f"item-{i}#0", "prompt": [{"role": "user", "content": f"Question {i}: what is 6 x 7?"}],
+                "scores": [float(j % 2) for j in range(8)],
+                "messages": [[{"role": "user", "content": f"Question {i}: what is 6 x 7?"},
+                              {"role": "assistant", "content": f"{body} (sample {i}.{j})"}] for j in range(8)],
+                "tokens": [list(range(100, 120)) for _ in range(8)],
+                "masks": [[-100] * 12 + list(range(112, 120)) for _ in range(8)],
+                "inference_logprobs": [[1.0] * 12 + [-0.05 * k for k in range(8)] for _ in range(8)],
+                "rewards": [{"score": float(j % 2), "status": "ok", "reason": "match"} for j in range(8)],
+                "finish_reasons": ["stop"] * 8,
+            })  # fmt: skip
+    page = view(tmp_path / "groups.jsonl")
+    browser.get(page.as_uri())
+    ms = browser.execute_script("return performance.now()")
+    print(f"10,000 samples ({page.stat().st_size / 1e6:.1f} MB): interactive after {ms:.0f} ms")
+    assert shown(browser) == 10_000
+    assert browser.execute_script("return document.querySelectorAll('.row').length") < 120
+    key(browser, END)
+    assert "(sample 1249.7)" in detail(browser)
+    assert browser.execute_script("return document.querySelectorAll('.row').length") < 120
+    type_into(browser, "f-text", "sample 777.3)")
+    assert shown(browser) == 1 and "(sample 777.3)" in detail(browser)
+    key(browser, "t")
+    spans = browser.find_elements("css selector", "#tokens .toks span")
+    assert [s.get_attribute("class") for s in spans] == ["p"] * 12 + [""] * 8
+
+
+def test_a_run_that_kept_nothing_says_so_and_shows_its_drops(browser, tmp_path):
+    with GroupWriter(tmp_path / "groups.dropped.jsonl") as writer:
+        for i in range(3):
+            writer.write({"uid": f"g{i}", "item_uid": f"i{i}", "reason": "error", "detail": "judge unreachable",
+                          "prompt": [{"role": "user", "content": f"question {i}"}], "answer": "yes",
+                          "samples": [{"text": f"answer {i}", "finish_reason": "length",
+                                       "reward": {"score": None, "status": "error", "reason": "judge unreachable"}}]})  # fmt: skip
+    browser.get(view(tmp_path).as_uri())
+    assert "No samples were kept: 3 dropped or unverified" in by_id(browser, "facts").text
+    assert "dropped groups: error 3" in by_id(browser, "facts").text
+    assert shown(browser) == 3 and "judge unreachable" in detail(browser) and "answer 0" in detail(browser)
+    by_id(browser, "tab-samples").click()
+    assert "No samples were kept: 3 dropped or unverified" in by_id(browser, "list").text

@@ -1,0 +1,349 @@
+"""The viewer page's HTML, CSS and JavaScript (`environments.atropos_runtime.viewer` fills `%TITLE%` and `%DATA%`).
+
+Plain JS, no libraries, no network. Contract: data is read with `JSON.parse` from the
+`application/json` block and every piece of it reaches the DOM through `textContent` /
+`createTextNode` (never `innerHTML`); control characters are shown as visible escapes.
+"""
+
+PAGE = r"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src 'none'; connect-src 'none'; frame-src 'none'; form-action 'none'; base-uri 'none'">
+<title>%TITLE%</title>
+<style>
+*{box-sizing:border-box}
+html,body{height:100%;margin:0}
+body{font:14px/1.4 system-ui,sans-serif;color:#1b1b1b;display:flex;flex-direction:column}
+header{padding:.5em 1em;border-bottom:1px solid #ccc;background:#f7f7f9}
+header h1{font-size:1.15em;margin:0 0 .2em}
+.facts>span{display:inline-block;margin:.1em .8em .1em 0}
+.facts b{font-weight:600}
+.chip{display:inline-block;border-radius:9px;padding:0 .5em;margin:0 .2em .2em 0;background:#e8e8ee;font-size:.9em}
+.toolbar{display:flex;flex-wrap:wrap;gap:.4em .8em;align-items:center;padding:.4em 1em;border-bottom:1px solid #ccc}
+.toolbar input[type=number]{width:5em}
+.toolbar input[type=search]{width:16em}
+.tabs button{border:1px solid #bbb;background:#fff;padding:.2em .7em;border-radius:4px;cursor:pointer}
+.tabs button.on{background:#2d5bd1;color:#fff;border-color:#2d5bd1}
+main{flex:1;display:flex;min-height:0}
+#list{width:42%;min-width:22em;overflow-y:auto;position:relative;border-right:1px solid #ccc}
+#rows{position:relative}
+.row{position:absolute;left:0;right:0;height:28px;line-height:28px;padding:0 .6em;white-space:nowrap;overflow:hidden;
+  text-overflow:ellipsis;border-bottom:1px solid #eee;cursor:pointer;font-size:13px}
+.row.sel{background:#dfe8ff}
+.row .sc{display:inline-block;width:3.6em;font-weight:600}
+.row .st,.row .fr{display:inline-block;width:5.5em;overflow:hidden;text-overflow:ellipsis;vertical-align:top;color:#555}
+.toolbar select{max-width:12em}
+.empty{padding:1em;color:#666}
+#detail{flex:1;overflow-y:auto;padding:.6em 1.2em 3em}
+#detail h2{font-size:1.1em;margin:.2em 0 .4em}
+.pos{color:#17802a}.zero{color:#b3261e}.none{color:#b26a00}
+.box{border:1px solid #ddd;border-radius:6px;margin:.6em 0;padding:.4em .7em;background:#fff}
+.box>.lbl{font-size:.85em;color:#555;margin-bottom:.2em}
+.assistant{border-left:5px solid #2d5bd1}
+.env{border-left:5px solid #8a5cc4;background:#faf7ff}
+.prompt{background:#f4f6fb}
+.reward{border-left:5px solid #999}
+.box.reward{color:inherit}
+.reward.pos{border-left-color:#2a2}.reward.zero{border-left-color:#c33}.reward.none{border-left-color:#e90}
+pre{white-space:pre-wrap;word-break:break-word;margin:.2em 0;font:13px/1.4 ui-monospace,monospace}
+.ctl{background:#ffe9a8;color:#7a4b00;border-radius:2px;font-size:.85em}
+table.kv{border-collapse:collapse}
+table.kv td{padding:.1em .8em .1em 0;vertical-align:top}
+table.kv td:first-child{color:#555}
+.sib{cursor:pointer;border:1px solid #ccc}
+.sib.cur{border-color:#2d5bd1;background:#dfe8ff}
+.toks{font:12px/1.9 ui-monospace,monospace;word-break:break-all}
+.toks span{padding:0 2px;margin-right:1px;border-radius:2px}
+.toks .p{background:#eee;color:#777}
+button.more{margin-left:.5em;font-size:.85em}
+.help{color:#666;font-size:.85em}
+.note{color:#8a5a00}
+</style></head>
+<body>
+<script type="application/json" id="rlvr-data">%DATA%</script>
+<header><h1 id="title"></h1><div class="facts" id="facts"></div></header>
+<div class="toolbar">
+  <span class="tabs" id="tabs"></span>
+  <label>status <select id="f-status"></select></label>
+  <label>finish <select id="f-finish"></select></label>
+  <label>reward <input id="f-min" type="number" step="any" placeholder="min"> to <input id="f-max" type="number" step="any" placeholder="max"></label>
+  <input id="f-text" type="search" placeholder="search text, reason, feedback  ( / )">
+  <label>sort <select id="f-sort">
+    <option value="order">file order</option><option value="score-desc">reward, high first</option>
+    <option value="score-asc">reward, low first</option><option value="ctok-desc">completion tokens, most first</option>
+    <option value="len-desc">text length, longest first</option></select></label>
+  <span id="count"></span>
+  <span class="help">keys: j/k or &#8595;/&#8593; next/previous, PgDn/PgUp, Home/End, / search, t tokens, Esc leave a field</span>
+</div>
+<main><div id="list" tabindex="0"><div id="rows"></div></div><div id="detail"></div></main>
+<script>
+'use strict';
+(function () {
+const D = JSON.parse(document.getElementById('rlvr-data').textContent);
+const G = D.groups, S = D.samples, ROW = 28;
+const $ = (id) => document.getElementById(id);
+const CTL = /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]/g;
+const esc = (ch) => { const c = ch.charCodeAt(0); return c < 256 ? '\\x' + c.toString(16).padStart(2, '0') : '\\u' + c.toString(16).padStart(4, '0'); };
+const str = (v) => v === null || v === undefined ? '' : (typeof v === 'string' ? v : JSON.stringify(v, null, 1));
+const LIMIT = 20000;
+
+// text into an element: never parsed as HTML; control characters as visible escapes; long text cut
+function put(e, s, limit) {
+  s = str(s); limit = limit || LIMIT;
+  const shown = s.length > limit ? s.slice(0, limit) : s;
+  let last = 0, m; CTL.lastIndex = 0;
+  while ((m = CTL.exec(shown)) !== null) {
+    if (m.index > last) e.appendChild(document.createTextNode(shown.slice(last, m.index)));
+    const c = document.createElement('span'); c.className = 'ctl'; c.textContent = esc(m[0]); e.appendChild(c);
+    last = m.index + 1;
+  }
+  if (last < shown.length) e.appendChild(document.createTextNode(shown.slice(last)));
+  if (shown.length < s.length) {
+    const b = document.createElement('button'); b.className = 'more';
+    b.textContent = 'show all ' + s.length.toLocaleString() + ' characters';
+    b.onclick = () => { e.textContent = ''; put(e, s, Infinity); };
+    e.appendChild(b);
+  }
+  return e;
+}
+function el(tag, cls, text) { const e = document.createElement(tag); if (cls) e.className = cls; if (text !== undefined) put(e, text); return e; }
+function oneLine(s) { s = str(s).slice(0, 300); return s.replace(/\n/g, ' \u23ce ').replace(CTL, esc); }
+const cls = (v) => v === null || v === undefined || typeof v !== 'number' ? 'none' : (v > 0 ? 'pos' : 'zero');
+const fmt = (v) => typeof v === 'number' ? (Number.isInteger(v) ? String(v) : v.toFixed(3)) : (v === null || v === undefined ? '—' : String(v));
+const byGroup = new Map();
+D.samples.forEach((x, k) => { if (!byGroup.has(x.g)) byGroup.set(x.g, []); byGroup.get(x.g).push(k); });
+const VOCAB = D.vocab && Object.keys(D.vocab).length ? D.vocab : null;
+// a token's text with its whitespace and control characters made visible
+const visible = (p) => p.replace(/\n/g, '\u21b5').replace(/\t/g, '\u21e5').replace(/ /g, '\u00b7').replace(CTL, esc) || '\u2205';
+const completion = (s) => s.turns.filter((t) => t.r === 'assistant').map((t) => t.c).join('\n');
+
+// ---- run header
+const H = D.header || {};
+const kept = S.filter((s) => s.kind === 'kept' || s.kind === 'eval');
+const rejected = S.filter((s) => s.kind === 'dropped' || s.kind === 'unverified');
+const count = (xs, f) => { const c = {}; xs.forEach((x) => { const k = f(x); c[k] = (c[k] || 0) + 1; }); return c; };
+$('title').textContent = document.title;
+function fact(label, value) { const s = el('span'); const b = el('b', null, label + ': '); s.appendChild(b); put(s, value, 400); $('facts').append(s, ' '); }
+// "key n · key n" of a count, most frequent first, at most 8 keys (each cut to 40 characters)
+const counted = (c) => { const ks = Object.keys(c).sort((a, b) => c[b] - c[a] || (a < b ? -1 : 1)); return ks.slice(0, 8).map((k) => oneLine(k).slice(0, 40) + ' ' + c[k]).join(' · ') + (ks.length > 8 ? ' · +' + (ks.length - 8) + ' more' : ''); };
+fact('env', H.env || '—'); fact('model', H.model || '—');
+const st = H.settings || {};
+fact('settings', Object.keys(st).map((k) => k + '=' + str(st[k])).join(' · ') || '—');
+fact('files', (D.sources || []).join(', '));
+const scored = kept.filter((s) => typeof s.score === 'number');
+fact('samples', kept.length + ' in ' + new Set(kept.map((s) => s.g)).size + ' groups');
+fact('mean reward', scored.length ? (scored.reduce((a, s) => a + s.score, 0) / scored.length).toFixed(3) : '—');
+const statusCounts = count(S, (s) => s.status);
+fact('status', counted(statusCounts));
+const finishCounts = count(kept, (s) => s.finish);
+fact('finish', counted(finishCounts) || '—');
+const dropGroups = G.filter((g) => g.drop && g.drop !== 'unverified');
+const drops = count(dropGroups, (g) => g.drop);
+fact('dropped groups', counted(drops) || 'none');
+fact('unverified samples', String(S.filter((s) => s.kind === 'unverified').length));
+const metrics = ((H.metrics || {}).results || {}).all;
+if (metrics) fact('eval', Object.keys(metrics).filter((k) => !k.includes('/status/')).map((k) => k.replace('eval/', '') + '=' + fmt(metrics[k])).join(' · '));
+(D.notes || []).forEach((n) => $('facts').appendChild(el('span', 'note', n)));
+
+// ---- sections and filters
+const sections = [['samples', 'Samples', kept]];
+if (rejected.length) sections.push(['rejected', 'Dropped & unverified', rejected]);
+let section = kept.length || !rejected.length ? 'samples' : 'rejected';  // nothing kept: open on why
+if (!kept.length && rejected.length) $('facts').appendChild(el('span', 'note', 'No samples were kept: ' + rejected.length + ' dropped or unverified (below).'));
+sections.forEach(([key, label, xs]) => {
+  const b = el('button', null, label + ' (' + xs.length + ')'); b.id = 'tab-' + key;
+  b.onclick = () => { section = key; refilter(); };
+  $('tabs').appendChild(b);
+});
+function options(id, values) {
+  const sel = $(id); sel.appendChild(new Option('any', ''));
+  [...new Set(values)].sort().forEach((v) => sel.appendChild(new Option(oneLine(v).slice(0, 80), v)));
+}
+options('f-status', S.map((s) => str(s.status)));
+options('f-finish', S.map((s) => str(s.finish)));
+const lower = new Array(S.length);
+function haystack(i) {
+  if (lower[i] === undefined) {
+    const s = S[i], g = G[s.g];
+    lower[i] = [completion(s), s.turns.map((t) => t.c).join('\n'), s.reason, s.feedback, g.uid, str(g.answer), g.detail].join('\n').toLowerCase();
+  }
+  return lower[i];
+}
+let V = [], sel = 0;
+function refilter() {
+  const status = $('f-status').value, finish = $('f-finish').value, text = $('f-text').value.toLowerCase();
+  const lo = $('f-min').value === '' ? -Infinity : Number($('f-min').value);
+  const hi = $('f-max').value === '' ? Infinity : Number($('f-max').value);
+  const current = V[sel];
+  V = [];
+  for (let i = 0; i < S.length; i++) {
+    const s = S[i];
+    if ((section === 'samples') !== (s.kind === 'kept' || s.kind === 'eval')) continue;
+    if (status && str(s.status) !== status) continue;
+    if (finish && str(s.finish) !== finish) continue;
+    if (lo !== -Infinity || hi !== Infinity) { if (typeof s.score !== 'number' || s.score < lo || s.score > hi) continue; }
+    if (text && !haystack(i).includes(text)) continue;
+    V.push(i);
+  }
+  const by = $('f-sort').value;
+  const num = (x) => typeof x === 'number' ? x : -Infinity;
+  const key = {
+    'score-desc': (i) => -num(S[i].score), 'score-asc': (i) => (typeof S[i].score === 'number' ? S[i].score : Infinity),
+    'ctok-desc': (i) => -num(S[i].ctok), 'len-desc': (i) => -completion(S[i]).length,
+  }[by];
+  if (key) { const k = new Map(V.map((i) => [i, key(i)])); V.sort((a, b) => (k.get(a) - k.get(b)) || (a - b)); }
+  sections.forEach(([k]) => $('tab-' + k).classList.toggle('on', k === section));
+  const at = V.indexOf(current);
+  sel = at >= 0 ? at : 0;
+  $('count').textContent = V.length + ' shown';
+  $('rows').style.height = (V.length * ROW) + 'px';
+  drawList(); show(); reveal();
+}
+['f-status', 'f-finish', 'f-sort'].forEach((id) => $(id).addEventListener('change', () => { refilter(); list.focus(); }));
+['f-min', 'f-max', 'f-text'].forEach((id) => ['input', 'change'].forEach((ev) => $(id).addEventListener(ev, refilter)));
+
+// ---- the virtualised list: only the rows in view (and a margin) exist
+const list = $('list');
+function drawList() {
+  const rows = $('rows'); rows.textContent = '';
+  if (!V.length) {
+    const msg = section === 'samples' && !kept.length && rejected.length
+      ? 'No samples were kept: ' + rejected.length + ' dropped or unverified (see the other tab).'
+      : 'No samples match the filters.';
+    rows.appendChild(el('div', 'empty', msg)); return;
+  }
+  const top = list.scrollTop, h = list.clientHeight || 600;
+  const a = Math.max(0, Math.floor(top / ROW) - 10), b = Math.min(V.length, Math.ceil((top + h) / ROW) + 10);
+  for (let p = a; p < b; p++) {
+    const s = S[V[p]], g = G[s.g];
+    const r = el('div', 'row' + (p === sel ? ' sel' : ''));
+    r.style.top = (p * ROW) + 'px'; r.dataset.pos = p;
+    r.appendChild(el('span', 'sc ' + cls(s.score), fmt(s.score))); r.appendChild(document.createTextNode(' '));
+    r.appendChild(el('span', 'st', oneLine(s.status).slice(0, 40))); r.appendChild(document.createTextNode(' '));
+    r.appendChild(el('span', 'fr', oneLine(s.finish || g.drop || '').slice(0, 40)));
+    r.appendChild(document.createTextNode(' #' + s.g + '.' + s.j + ' ' + oneLine(completion(s) || s.reason)));
+    r.onclick = () => { go(p); list.focus(); };
+    rows.appendChild(r);
+  }
+}
+list.addEventListener('scroll', drawList);
+window.addEventListener('resize', drawList);
+function reveal() {
+  const y = sel * ROW;
+  if (y < list.scrollTop) list.scrollTop = y;
+  else if (y + ROW > list.scrollTop + list.clientHeight) list.scrollTop = y + ROW - list.clientHeight;
+}
+function go(p) { if (!V.length) return; sel = Math.max(0, Math.min(V.length - 1, p)); reveal(); drawList(); show(); }
+
+// ---- one sample
+let tokensOpen = false;
+function kv(rows) {
+  const t = el('table', 'kv');
+  rows.filter((r) => r[1] !== undefined && r[1] !== null && r[1] !== '').forEach(([k, v]) => {
+    const tr = el('tr'); tr.appendChild(el('td', null, k)); tr.appendChild(el('td', null, typeof v === 'string' ? v : str(v))); t.appendChild(tr);
+  });
+  return t;
+}
+function box(kind, label, text) {
+  const b = el('div', 'box ' + kind); b.appendChild(el('div', 'lbl', label));
+  if (text !== undefined) b.appendChild(el('pre', null, text));
+  return b;
+}
+function tokenView(tok) {
+  const wrap = el('div', 'toks');
+  const n = tok.ids.length, step = 4000;
+  let done = 0;
+  function more() {
+    const end = Math.min(n, done + step);
+    for (let i = done; i < end; i++) {
+      const sampled = tok.m ? tok.m[i] === '1' : true, lp = tok.lp ? tok.lp[i] : null;
+      const s = document.createElement('span');
+      const piece = VOCAB ? VOCAB[tok.ids[i]] : undefined;
+      s.textContent = piece === undefined ? String(tok.ids[i]) : visible(piece);
+      if (!sampled) s.className = 'p';
+      else if (typeof lp === 'number') { const p = Math.exp(lp); s.style.background = 'hsl(' + Math.round(120 * p) + ',70%,' + (88 - 8 * p) + '%)'; }
+      s.title = 'position ' + i + ' · id ' + tok.ids[i] + (piece === undefined ? '' : ' · ' + JSON.stringify(piece)) + ' · ' + (sampled ? 'sampled (mask = id)' : 'not trained (mask -100)') + (sampled && typeof lp === 'number' ? ' · logprob ' + lp : '');
+      wrap.appendChild(s);
+    }
+    done = end;
+    if (done < n) { const b = el('button', 'more', 'show ' + Math.min(step, n - done) + ' more of ' + (n - done) + ' tokens'); b.onclick = () => { b.remove(); more(); }; wrap.appendChild(b); }
+  }
+  more();
+  return wrap;
+}
+function show() {
+  const d = $('detail'); d.textContent = ''; d.scrollTop = 0;
+  if (!V.length) return;
+  const i = V[sel], s = S[i], g = G[s.g];
+  const h = el('h2'); h.appendChild(el('span', cls(s.score), 'reward ' + fmt(s.score)));
+  h.appendChild(document.createTextNode(' · ' + str(s.status) + ' · group ' + s.g + ', sample ' + s.j + ' · '));
+  put(h, g.uid); d.appendChild(h);
+  if (g.drop) d.appendChild(box('reward none', (g.drop === 'unverified' ? 'unverified sample' : 'dropped group: ' + g.drop) + ' (never written to the training output)', g.detail || s.reason));
+  const siblings = byGroup.get(s.g).map((k) => [S[k], k]);
+  if (siblings.length > 1) {
+    const sb = el('div', 'lbl'); sb.appendChild(document.createTextNode('group: '));
+    siblings.forEach(([x, k]) => {
+      const c = el('span', 'chip sib ' + cls(x.score) + (k === i ? ' cur' : ''), '#' + x.j + ' ' + fmt(x.score));
+      c.onclick = () => { let p = V.indexOf(k); if (p < 0) { resetFilters(); p = V.indexOf(k); } go(p); };
+      sb.appendChild(c);
+    });
+    d.appendChild(sb);
+  }
+  const rw = el('div', 'box reward ' + cls(s.score)); rw.appendChild(el('div', 'lbl', 'reward'));
+  const p = g.params || {};
+  rw.appendChild(kv([
+    ['score', fmt(s.score)], ['status', str(s.status)], ['reason', s.reason], ['finish reason', s.finish],
+    ['set_advantage_to_zero', s.adv0 ? 'true (truncated: no gradient from this sample)' : (s.kind === 'kept' ? 'false' : '')],
+    ['prompt tokens', s.ptok], ['completion tokens', s.ctok], ['sequence tokens', s.len],
+    ['episode stop', s.stop], ['turns', s.turns.filter((t) => t.r === 'assistant').length || ''],
+    ['generation', Object.keys(p).map((k) => k + '=' + str(p[k])).join(' · ')], ['source', g.src], ['item', g.item],
+  ]));
+  if (s.components && Object.keys(s.components).length) { rw.appendChild(el('div', 'lbl', 'components')); rw.appendChild(kv(Object.keys(s.components).map((k) => [k, fmt(s.components[k])]))); }
+  if (s.feedback) { rw.appendChild(el('div', 'lbl', 'feedback')); rw.appendChild(el('pre', 'feedback', s.feedback)); }
+  d.appendChild(rw);
+  if (g.answer !== null && g.answer !== undefined) d.appendChild(box('gold', 'gold answer', str(g.answer)));
+  const pr = el('details', 'box prompt'); pr.open = g.prompt.reduce((a, m) => a + m.c.length, 0) < 1500;
+  pr.appendChild(el('summary', null, 'prompt (' + g.prompt.length + ' messages)'));
+  g.prompt.forEach((m) => { pr.appendChild(el('div', 'lbl', m.role)); pr.appendChild(el('pre', null, m.c)); });
+  d.appendChild(pr);
+  s.turns.forEach((t) => {
+    const label = t.r === 'assistant'
+      ? 'assistant' + (t.k ? ' · turn ' + t.k : '') + (t.f ? ' · finish ' + t.f : '') + (t.n ? ' · ' + t.n + ' tokens' : '')
+      : 'environment (' + t.role + ')' + (t.k ? ' · after turn ' + t.k : '');
+    const b = box(t.r === 'assistant' ? 'assistant' : 'env', label, t.c);
+    if (t.info && Object.keys(t.info).length) b.appendChild(kv(Object.keys(t.info).map((k) => ['info.' + k, str(t.info[k])])));
+    d.appendChild(b);
+  });
+  if (s.tok) {
+    const tv = el('details', 'box tokens'); tv.id = 'tokens';
+    tv.appendChild(el('summary', null, 'token view: ' + s.tok.ids.length + ' exact ' + (VOCAB ? 'tokens' : 'ids') + ' (grey: prompt / environment, mask -100; coloured: sampled, green = high logprob, red = low)  ( t )'));
+    tv.render = () => { if (tv.open && tv.children.length === 1) tv.appendChild(tokenView(s.tok)); };
+    tv.addEventListener('toggle', () => { tokensOpen = tv.open; tv.render(); });
+    tv.open = tokensOpen; tv.render();
+    d.appendChild(tv);
+  }
+}
+function resetFilters() {
+  ['f-status', 'f-finish', 'f-min', 'f-max', 'f-text'].forEach((id) => { $(id).value = ''; });
+  refilter();
+}
+
+// ---- keyboard
+document.addEventListener('keydown', (e) => {
+  const t = e.target.tagName;
+  if (t === 'INPUT' || t === 'SELECT' || t === 'TEXTAREA') { if (e.key === 'Escape') { e.preventDefault(); e.target.blur(); list.focus(); } return; }
+  if (e.ctrlKey || e.metaKey || e.altKey) return;
+  const page = Math.max(1, Math.floor(list.clientHeight / ROW) - 1);
+  const moves = { ArrowDown: 1, j: 1, ArrowUp: -1, k: -1, PageDown: page, PageUp: -page };
+  if (e.key in moves) go(sel + moves[e.key]);
+  else if (e.key === 'Home') go(0);
+  else if (e.key === 'End') go(V.length - 1);
+  else if (e.key === '/') $('f-text').focus();
+  else if (e.key === 't') { const tv = $('tokens'); if (tv) { tv.open = tokensOpen = !tv.open; tv.render(); } }
+  else return;
+  e.preventDefault();
+});
+refilter();
+list.focus();
+})();
+</script></body></html>
+"""
