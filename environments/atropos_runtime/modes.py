@@ -36,6 +36,10 @@ from rubrics.core import RewardResult, Status
 log = logging.getLogger("rlvr")
 
 
+class RunStopped(Exception):
+    """A run that cannot go on (the message says why); its written groups and summary are kept."""
+
+
 async def run_process(env: RuntimeEnv) -> dict[str, Any]:
     await env.setup()
     if not env.train_items:
@@ -63,7 +67,7 @@ async def run_process(env: RuntimeEnv) -> dict[str, Any]:
             async with slots.group():
                 outcome = await env.group_for(item, training=False)
             if env.hopeless:
-                raise SystemExit(f"{env.name} process: {env.hopeless}")
+                raise RunStopped(f"{env.name} process: {env.hopeless}")
             if outcome.group is not None:
                 group = outcome.group
                 writer.write(
@@ -75,12 +79,16 @@ async def run_process(env: RuntimeEnv) -> dict[str, Any]:
             bar.update(1)
 
         stopped = ""  # why the run ended early (a server down under on_server_down=stop, a hopeless run)
+        tasks = [asyncio.ensure_future(one(uid, item)) for uid, item in todo]
         try:
             with logging_redirect_tqdm():  # warnings (a server down) print above the bar, whole
-                await env.until_stopped(asyncio.gather(*(one(uid, item) for uid, item in todo)))
-        except SystemExit as exc:
-            stopped = str(exc.code)
+                await env.until_stopped(asyncio.gather(*tasks))
+        except (SystemExit, RunStopped) as exc:
+            stopped = str(exc.code if isinstance(exc, SystemExit) else exc)
         finally:
+            for task in tasks:  # a stopped run leaves no group sampling behind it
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             bar.close()
             await env.close_rubric()
             await env.close_watcher()
