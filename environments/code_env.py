@@ -278,6 +278,8 @@ if vf_compat.has_v1():  # the v1 front door: `vf-eval rlvr-code ...` on verifier
 
     CodeTaskset = taskset_class(CodeTask, CodeEnvConfig, "Code")
     __all__ += ["CodeTaskset"]
+else:  # reading CodeTaskset here raises a VerifiersAPIError saying which verifiers it needs
+    __getattr__ = vf_compat.missing_v1_exports(__name__, ("CodeTaskset",))
 
 
 if __name__ == "__main__":

@@ -257,6 +257,8 @@ if vf_compat.has_v1():  # the v1 front door: `vf-eval rlvr-code-repair ...` on v
     CodeRepairTaskset = taskset_class(CodeRepairTask, CodeRepairEnvConfig, "CodeRepair")
     CodeRepairEpisodeEnv = episode_env_class("CodeRepair", __name__)
     __all__ += ["CodeRepairTaskset", "CodeRepairEpisodeEnv"]
+else:  # reading CodeRepairTaskset here raises a VerifiersAPIError saying which verifiers it needs
+    __getattr__ = vf_compat.missing_v1_exports(__name__, ("CodeRepairTaskset", "CodeRepairEpisodeEnv"))
 
 
 if __name__ == "__main__":

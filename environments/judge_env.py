@@ -131,6 +131,8 @@ if vf_compat.has_v1():  # the v1 front door: `vf-eval rlvr-judge ...` on verifie
 
     JudgeTaskset = taskset_class(JudgeTask, JudgeEnvConfig, "Judge")
     __all__ += ["JudgeTaskset"]
+else:  # reading JudgeTaskset here raises a VerifiersAPIError saying which verifiers it needs
+    __getattr__ = vf_compat.missing_v1_exports(__name__, ("JudgeTaskset",))
 
 
 if __name__ == "__main__":

@@ -258,6 +258,8 @@ if vf_compat.has_v1():  # the v1 front door: `vf-eval rlvr-math ...` on verifier
 
     MathTaskset = taskset_class(MathTask, MathEnvConfig, "Math")
     __all__ += ["MathTaskset"]
+else:  # reading MathTaskset here raises a VerifiersAPIError saying which verifiers it needs
+    __getattr__ = vf_compat.missing_v1_exports(__name__, ("MathTaskset",))
 
 
 if __name__ == "__main__":

@@ -72,6 +72,8 @@ if vf_compat.has_v1():  # the v1 front door: `vf-eval rlvr-qa ...` on verifiers 
 
     QATaskset = taskset_class(QATask, QAEnvConfig, "QA")
     __all__ += ["QATaskset"]
+else:  # reading QATaskset here raises a VerifiersAPIError saying which verifiers it needs
+    __getattr__ = vf_compat.missing_v1_exports(__name__, ("QATaskset",))
 
 
 if __name__ == "__main__":

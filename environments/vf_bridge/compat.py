@@ -13,7 +13,8 @@ Detection is by feature, never by version number: classic = the top-level packag
 `SingleTurnEnv`, `Rubric` and `load_environment`; v1 = `verifiers.v1` imports and exposes `Taskset`,
 `Task` and `reward`. `detect()` never raises; `require(api)` returns the module or raises
 `VerifiersAPIError` (an ImportError) with one message naming the installed version, what is missing
-and the install that fixes it. A verifiers whose own import fails (e.g. 0.4 beside openai>=3, or 0.3
+and the install that fixes it; `missing_v1_exports` gives environment modules the same error for a v1
+export (`MathTaskset`, ...) read where v1 is absent. A verifiers whose own import fails (e.g. 0.4 beside openai>=3, or 0.3
 beside mcp>=2) is reported with that import error, not as "not installed".
 """
 
@@ -24,6 +25,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Literal
@@ -137,6 +139,22 @@ def detect() -> Verifiers:
 def has_v1() -> bool:
     """True when the v1 front door (`verifiers.v1` Tasksets) can be offered."""
     return _has_subpackage("verifiers", "v1") and detect().v1
+
+
+def missing_v1_exports(module: str, names: tuple[str, ...] | list[str]) -> Callable[[str], Any]:
+    """A module `__getattr__` for a module whose v1 exports `names` could not be built (no usable
+    `verifiers.v1`): reading one raises `VerifiersAPIError` with `require("v1")`'s reason (installed
+    version, the fix) instead of a bare AttributeError; any other missing name is an AttributeError.
+    The error is an ImportError, so `from <module> import <name>` keeps the message too."""
+    wanted = frozenset(names)
+
+    def __getattr__(name: str) -> Any:
+        if name in wanted:
+            problem = detect().problem("v1") or "verifiers.v1 was not usable when the module was imported"
+            raise VerifiersAPIError(f"{module}.{name} is the verifiers v1 front door, but {problem}")
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return __getattr__
 
 
 def require(api: API) -> ModuleType:

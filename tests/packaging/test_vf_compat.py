@@ -7,6 +7,7 @@ The v1 side is exercised in the verifiers matrix (tests/packaging/test_verifiers
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -81,3 +82,39 @@ def test_classic_client_wraps_only_where_the_version_needs_it():
     client = AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="x")
     wrapped = vf_compat.classic_client(client)
     assert (wrapped is client) == (not hasattr(vf, "OpenAIChatCompletionsClient"))
+
+
+V1_NAMES = [
+    (module, name) for module, names in (
+        ("environments.math_env", ("MathTaskset",)), ("environments.code_env", ("CodeTaskset",)),
+        ("environments.qa_env", ("QATaskset",)), ("environments.judge_env", ("JudgeTaskset",)),
+        ("environments.code_repair_env", ("CodeRepairTaskset", "CodeRepairEpisodeEnv")),
+    ) for name in names
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("module", "name"), V1_NAMES)
+def test_a_v1_name_on_classic_verifiers_says_which_verifiers_it_needs(module, name):
+    """The v1 door on 0.1.9: a VerifiersAPIError naming the version and the fix, never a bare AttributeError,
+    by attribute and by `from ... import`; other missing names stay AttributeErrors (hasattr works)."""
+    import importlib
+
+    mod = importlib.import_module(module)
+    want = rf"{module}\.{name} is the verifiers v1 front door, but verifiers 0\.1\.\S+ has no v1 API.*verifiers-v1"
+    with pytest.raises(vf_compat.VerifiersAPIError, match=want):
+        getattr(mod, name)
+    with pytest.raises(vf_compat.VerifiersAPIError, match=want):
+        exec(f"from {module} import {name}", {})
+    assert name not in mod.__all__ and not hasattr(mod, "NoSuchName")
+    assert mod.load_environment  # the classic door is there
+
+
+def test_the_hub_package_v1_door_on_classic_verifiers_is_the_same_named_error():
+    code = "import rlvr_math\ntry:\n    rlvr_math.MathTaskset\nexcept ImportError as e:\n    print(type(e).__name__, e)"
+    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'environments' / 'rlvr_math'}{os.pathsep}{ROOT}")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith(
+        "VerifiersAPIError rlvr_math.MathTaskset is the verifiers v1 front door, but verifiers 0.1."
+    )
+    assert "pip install 'rlvr-envs[verifiers-v1]'" in out.stdout
