@@ -1,17 +1,28 @@
-"""`rlvr`: the package's command line.
+"""usage: rlvr demo | view | sandbox check | sandbox sweep   (rlvr <command> --help for its options)
 
-    rlvr demo [--env code|math|judge|qa] [...]   the main job (see environments/atropos_runtime/demo.py)
-    rlvr view PATH [--serve] [--no-open]          the rollout viewer for an output folder or JSONL
-    rlvr sandbox check                            which sandbox backends work here, and why not
-    rlvr sandbox sweep                            remove Docker sandbox containers left by dead runs
+    rlvr demo [--env code|code-repair|math|judge|qa] [--groups 8] [--group-size 4] [--max-tokens 64]
+              [--out out/demo] [--base-url URL --model NAME]
+        the main job: one environment in `process` mode end to end (defaults shown; without
+        --base-url a tiny random model on a local vLLM, which needs torch and vllm installed)
+    rlvr view PATH [--serve] [--no-open]
+        the rollout viewer for an output folder or JSONL
+    rlvr sandbox check    which sandbox backends (bwrap, docker) work here, and why not (exit 1: none)
+    rlvr sandbox sweep    remove sandbox cgroups and Docker containers left by dead runs
 
 Environments themselves run as scripts with atroposlib's CLI: `python environments/<name>_env.py
-serve|process|evaluate --env.* --openai.*`.
+serve|process|evaluate --env.* --openai.*` (from a checkout; installed: `python -m
+environments.<name>_env ...`).
 """
 
 from __future__ import annotations
 
 import sys
+
+SANDBOX_USAGE = """usage: rlvr sandbox check | sweep
+
+    check   which sandbox backends (bwrap, docker) work on this machine, and why not; exit 0 when one does
+    sweep   remove sandbox cgroups and Docker containers left behind by dead processes
+"""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,11 +37,16 @@ def main(argv: list[str] | None = None) -> int:
 
         return view(rest)
     if command == "sandbox":
+        if rest[:1] not in (["check"], ["sweep"]):
+            asked = rest[:1] in (["-h"], ["--help"])
+            print(SANDBOX_USAGE, file=sys.stdout if asked else sys.stderr)
+            return 0 if asked else 2
         from sandbox.__main__ import main as sandbox
 
         return sandbox(rest)
-    print(__doc__, file=sys.stderr)
-    return 0 if command in ("-h", "--help") else 2
+    asked = command in ("-h", "--help")
+    print(__doc__, file=sys.stdout if asked else sys.stderr)
+    return 0 if asked else 2
 
 
 if __name__ == "__main__":

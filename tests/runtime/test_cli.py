@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from environments.atropos_runtime.cli import main
 
 
@@ -24,3 +26,34 @@ def test_demo_help_lists_the_environments(capsys):
         assert exc.code == 0
     out = capsys.readouterr().out
     assert "--env" in out and "code" in out and "--base-url" in out
+
+
+def test_help_shows_every_command_with_its_defaults(capsys):
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "rlvr demo [--env code|code-repair|math|judge|qa] [--groups 8]" in out and "rlvr sandbox sweep" in out
+    )
+    assert main(["sandbox", "--help"]) == 0
+    assert "check" in capsys.readouterr().out
+    assert main(["sandbox"]) == 2 and "usage: rlvr sandbox" in capsys.readouterr().err
+
+
+def test_demo_help_shows_defaults_and_what_to_expect(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["demo", "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "code-repair" in out and "(default: code)" in out and "(default: 8)" in out
+    assert "no_answer" in out and "--base-url URL --model NAME" in out
+
+
+def test_demo_keeps_its_model_in_the_user_cache_never_in_the_package(monkeypatch, tmp_path):
+    from environments.atropos_runtime import demo
+
+    monkeypatch.setenv("RLVR_CACHE_DIR", str(tmp_path / "c"))
+    assert demo.cache_dir() == tmp_path / "c"
+    monkeypatch.delenv("RLVR_CACHE_DIR")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert demo.cache_dir() == tmp_path / "home" / ".cache" / "rlvr-envs"
+    assert demo.HERE not in demo.cache_dir().parents
