@@ -6,11 +6,11 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export WANDB_MODE := disabled
 
-.PHONY: setup host demo test test-fast lint bench verifiers-matrix
+.PHONY: setup host demo test test-fast lint bench verifiers-matrix hub-install
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml scripts/install.sh
+$(VENV)/.installed: pyproject.toml scripts/install.sh scripts/prime_tools.sh
 	bash scripts/install.sh $(VENV)
 	touch $@
 
@@ -35,3 +35,6 @@ lint: setup
 
 bench: setup
 	@for b in benchmarks/*_bench.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+hub-install:  ## ENV=math [VENV=path]: prime-install one environment's hub package into VENV and check it imports
+	bash scripts/install_env.sh $(or $(ENV),$(error ENV=math|code|code-repair|judge|qa is required)) $(VENV)

