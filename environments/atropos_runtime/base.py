@@ -13,7 +13,7 @@ A subclass only names its `Task` and config:
     if __name__ == "__main__":
         MathEnv.cli()
 
-What this class fixes once for every environment (see shared/briefs/atropos.md):
+What this class fixes once for every environment (the atroposlib facts behind each: docs/atropos.md):
 * `config_init` returns a *list* of server configs, so `--openai.base_url` is honoured; a bare
   config passed to the constructor is wrapped too.
 * `wandb_name` defaults to the env name (serve registers); `use_wandb` is off unless the command

@@ -12,7 +12,7 @@ serve-mode methods (nothing in atroposlib is patched):
   the keep-alive client (upstream opened a session and a connection on every serve-loop pass).
 * `_send_scored_data_to_api`: a scored group is held through an outage, and sent only when run-api
   knows this env (a group posted to a restarted run-api before its trainer registers would break
-  run-api's state: shared/briefs/atropos.md, "ordering traps"). The body is atroposlib's (JSON,
+  run-api's state: docs/atropos.md, "ordering trap"). The body is atroposlib's (JSON,
   gzip from 1 KiB), built off the event loop at gzip level 1 and posted on the keep-alive client:
   upstream's level 9 on the loop took ~0.4 s for a 16 x 4k-token group, stalling every rollout.
 * `env_step_checks`: stops serve when the inference watcher says so (`on_server_down=stop`) and

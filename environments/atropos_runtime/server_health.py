@@ -2,7 +2,7 @@
 
 atroposlib gates every request on `server.server_healthy`, set by a background probe that it starts
 on the first request. Its probe waits up to the request timeout (300 s) on a hung server, and a
-request waiting on an unhealthy server says nothing at all (shared/briefs/atropos.md, "health gating
+request waiting on an unhealthy server says nothing at all (docs/atropos.md, "health gating
 hang"). `InferenceWatcher` takes that job over for every inference server of a run, using only
 atroposlib's public attributes (`server_healthy`, `initialized`, `check_task`; nothing patched):
 

@@ -3,7 +3,7 @@
 The policy's context for turn k+1 is the exact id list of turn k (prompt + every sampled id) plus the
 ids of the new environment message(s). Only the new messages are rendered and tokenised; earlier
 turns are never re-rendered or re-tokenised, so there is no drift, no doubled end-of-turn token and
-no lost mask (the failure modes of text-prefix matching, see shared/briefs/atropos.md).
+no lost mask (the failure modes of text-prefix matching, see docs/atropos.md).
 
 How new messages become ids (`ChatTokens.env_turn`): the template renders a fixed probe conversation
 `P + [assistant]` (no generation prompt) and `P + [assistant] + new` (with it); the difference is the
