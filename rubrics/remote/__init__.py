@@ -8,11 +8,24 @@ Public API:
 * `RubricHost`, `CodeNodeRubric`, `MathNodeRubric`, `fingerprint` (`node.py`): what runs on a node
   (each node builds its own rubric and sandbox pool; `sandbox/` never imports Ray).
 
-Needs the `ray` extra.
+The driver side needs the `ray` extra; it is imported on first use of one of its names, so the node side
+(which the environments import for `--env.scorer ray`) works on an install without Ray.
 """
 
+from typing import Any
+
 from rubrics.remote.node import CodeNodeRubric, MathNodeRubric, RubricHost, fingerprint
-from rubrics.remote.scorer import RayRubric, RayScorerConfig, RemoteScorerError, build_scorer, connect
+
+_SCORER = ("RayRubric", "RayScorerConfig", "RemoteScorerError", "build_scorer", "connect")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SCORER:  # imports Ray (a clear ImportError naming the extra when it is missing)
+        from rubrics.remote import scorer
+
+        return getattr(scorer, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "CodeNodeRubric",
