@@ -30,6 +30,17 @@ trap 'rm -rf "$DIST"' EXIT
 export PATH="$VENV/bin:$PATH" VIRTUAL_ENV="$VENV" UV_FIND_LINKS="$DIST" PRIME_DISABLE_VERSION_CHECK=1
 uv cache clean -q rlvr-envs  # the wheel's name does not change with the code: use this build, not a cached one
 if [ -n "${VERIFIERS:-}" ]; then uv pip install -q --python "$VENV/bin/python" "$VERIFIERS"; fi
+# uv keeps an installed rlvr-envs of the same version (an earlier build): replace it with this one, unless it
+# is an editable install (the project's .venv follows the checkout already)
+if "$VENV/bin/python" -c '
+import importlib.metadata as md, json, sys
+try:
+    d = md.distribution("rlvr-envs")
+except md.PackageNotFoundError:
+    sys.exit(1)
+sys.exit(1 if json.loads(d.read_text("direct_url.json") or "{}").get("dir_info", {}).get("editable") else 0)'; then
+  uv pip install -q --python "$VENV/bin/python" --reinstall-package rlvr-envs "$DIST"/rlvr_envs-*.whl
+fi
 (cd "$ROOT" && prime env install "$ID" --plain)  # prime finds environments/<name> from the current directory
 # prime's exit code says nothing: import the package from a neutral directory (not this checkout)
 (cd / && "$VENV/bin/python" -c "
