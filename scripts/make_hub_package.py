@@ -98,8 +98,9 @@ README = """# rlvr-{dist}
 Part of rlvr-envs: the same dataset, prompt and rubric as `python environments/{module}.py serve|process|evaluate`.
 See the module docstring of `environments/{module}.py` for its rows, arguments and rubric.
 
-Install from the repository root: `prime env install rlvr-{dist}` (or
-`uv pip install --python .venv/bin/python -e environments/rlvr_{name}`). Then
+Install (from a clone of rlvr-envs, which is on no package index yet): `scripts/install_env.sh {dist} /path/to/venv`
+(puts uv and prime in the venv, builds the rlvr-envs wheel for `prime env install rlvr-{dist}`, then checks the
+import, since prime exits 0 even when it failed; by hand: the repository's `docs/prime.md`). Then
 - classic Verifiers (0.1.9.post2 .. 0.3.x): `python -c "import verifiers as vf; env = vf.load_environment('rlvr-{dist}')"`;
   arguments of `load_environment(**kwargs)` are the fields of the environment's config (`--env.*` flags);
 - Verifiers v1 (0.3.1 .. 0.4.x): `vf-eval rlvr-{dist} --env.agent.harness.id null --env.agent.runtime.type subprocess
