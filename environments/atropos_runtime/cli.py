@@ -1,4 +1,4 @@
-"""usage: rlvr demo | view | sandbox check | sandbox sweep   (rlvr <command> --help for its options)
+"""usage: rlvr demo | view | sandbox check | sweep | build-image   (rlvr <command> --help for its options)
 
     rlvr demo [--env code|code-repair|math|judge|qa] [--groups 8] [--group-size 4] [--max-tokens 64]
               [--out out/demo] [--base-url URL --model NAME]
@@ -8,6 +8,8 @@
         the rollout viewer for an output folder or JSONL
     rlvr sandbox check    which sandbox backends (bwrap, docker) work here, and why not (exit 1: none)
     rlvr sandbox sweep    remove sandbox cgroups and Docker containers left by dead runs
+    rlvr sandbox build-image [--tag T] [--force] [--dockerfile]
+                          the Docker backend's image, built offline from the installed package
 
 Environments themselves run as scripts with atroposlib's CLI: `python environments/<name>_env.py
 serve|process|evaluate --env.* --openai.*` (from a checkout; installed: `python -m
@@ -18,10 +20,13 @@ from __future__ import annotations
 
 import sys
 
-SANDBOX_USAGE = """usage: rlvr sandbox check | sweep
+SANDBOX_USAGE = """usage: rlvr sandbox check | sweep | build-image [--tag T] [--force] [--dockerfile]
 
-    check   which sandbox backends (bwrap, docker) work on this machine, and why not; exit 0 when one does
-    sweep   remove sandbox cgroups and Docker containers left behind by dead processes
+    check         which sandbox backends (bwrap, docker) run a job on this machine, and for each that does not,
+                  the cause and the fix; exit 0 when one does
+    sweep         remove sandbox cgroups and Docker containers left behind by dead processes
+    build-image   build the Docker backend's image from the installed package, offline (--dockerfile: print
+                  a Dockerfile for a registry-based image instead)
 """
 
 
@@ -37,10 +42,9 @@ def main(argv: list[str] | None = None) -> int:
 
         return view(rest)
     if command == "sandbox":
-        if rest[:1] not in (["check"], ["sweep"]):
-            asked = rest[:1] in (["-h"], ["--help"])
-            print(SANDBOX_USAGE, file=sys.stdout if asked else sys.stderr)
-            return 0 if asked else 2
+        if rest[:1] in ([], ["-h"], ["--help"]):
+            print(SANDBOX_USAGE, file=sys.stdout if rest else sys.stderr)
+            return 0 if rest else 2
         from sandbox.__main__ import main as sandbox
 
         return sandbox(rest)

@@ -36,7 +36,7 @@ def test_help_shows_every_command_with_its_defaults(capsys):
     )
     assert main(["sandbox", "--help"]) == 0
     assert "check" in capsys.readouterr().out
-    assert main(["sandbox"]) == 2 and "usage: rlvr sandbox" in capsys.readouterr().err
+    assert main(["sandbox"]) == 2 and "build-image" in capsys.readouterr().err
 
 
 def test_demo_help_shows_defaults_and_what_to_expect(capsys):
@@ -57,3 +57,8 @@ def test_demo_keeps_its_model_in_the_user_cache_never_in_the_package(monkeypatch
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert demo.cache_dir() == tmp_path / "home" / ".cache" / "rlvr-envs"
     assert demo.HERE not in demo.cache_dir().parents
+
+
+def test_every_sandbox_subcommand_reaches_the_sandbox_cli(capsys):
+    assert main(["sandbox", "build-image", "--dockerfile"]) == 0
+    assert "FROM" in capsys.readouterr().out
