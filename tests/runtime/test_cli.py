@@ -32,7 +32,9 @@ def test_help_shows_every_command_with_its_defaults(capsys):
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
     assert (
-        "rlvr demo [--env code|code-repair|math|judge|qa] [--groups 8]" in out and "rlvr sandbox sweep" in out
+        "rlvr demo [--env code|code-repair|math|judge|qa] [--groups 8]" in out
+        and "rlvr sandbox sweep" in out
+        and "rlvr view PATH" in out
     )
     assert main(["sandbox", "--help"]) == 0
     assert "check" in capsys.readouterr().out
