@@ -69,13 +69,15 @@ def bridge_cmd(venv: Path, mode: str, fixture: str, model: str, base_url: str, *
             "--env.max_tokens", "16", *flags]  # fmt: skip
 
 
-def run_bridge(v1_venv, mode: str, fixture: str, policy, tiny, *flags: str, env: dict | None = None):
+def run_bridge(
+    v1_venv, mode: str, fixture: str, policy, tiny, *flags: str, env: dict | None = None, rc: int = 0
+):
     venv, base = v1_venv
     cmd = bridge_cmd(venv, mode, fixture, str(tiny), policy.base_url, *flags)
     done = subprocess.run(
         cmd, capture_output=True, text=True, timeout=300, cwd=ROOT, env={**base, **(env or {})}
     )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    assert done.returncode == rc, done.stdout[-2000:] + done.stderr[-4000:]
     return done
 
 
@@ -189,7 +191,8 @@ def test_an_inference_outage_fails_the_group_never_scores_it(v1_venv, tiny, tok,
     with ScriptedPolicy(tok, SumPolicy()) as policy:
         policy.fail_when = lambda text: True  # every sample answers HTTP 500
         done = run_bridge(v1_venv, "process", "vfv1_sum", policy, tiny, "--env.group_size", "2",
-                          "--env.total_steps", "1", "--env.data_path_to_save_groups", str(out))  # fmt: skip
+                          "--env.total_steps", "1", "--env.data_path_to_save_groups", str(out), rc=1)  # fmt: skip
+    assert done.stderr.strip().splitlines()[-1].startswith("verifiers-v1 process: no group was written")
     summary = json.loads(out.with_suffix(".summary.json").read_text())
     assert summary["groups_in_file"] == 0 and summary["dropped"] == {"error": 1}
     assert summary["reward_status"] == {}  # nothing was scored: not unverified, not 0
