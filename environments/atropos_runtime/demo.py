@@ -21,6 +21,7 @@ OpenAI-compatible server; vLLM gives the token ids training needs).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import os
 import subprocess
@@ -45,7 +46,7 @@ EXPECTED = {
     "code-repair": "reward 0.0 with status no_answer after each of its attempts (it writes no code block)",
     "math": "reward 0.0 with status no_answer (it writes no \\boxed{} answer)",
     "qa": "reward 0.0 (its answers never match)",
-    "judge": "unverified samples (status error): no judge answers at --env.judge_base_url unless you give one",
+    "judge": "scores from the judge at --judge-url of answers the tiny model cannot give",
 }
 EXPECT = (
     "the tiny random model cannot answer, so expect {expected}: that is the correct result. "
@@ -85,18 +86,48 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=["vllm", "openai"],
         help="vllm: token ids and logprobs (training data); openai: text only",
     )
+    p.add_argument(
+        "--judge-url", help="judge env: an OpenAI-compatible judge endpoint (the tiny model cannot judge)"
+    )
+    p.add_argument("--judge-model", help="judge env: the model name at --judge-url")
     p.add_argument("extra", nargs="*", help="more --env.* / --openai.* flags of the env script, after `--`")
     return p.parse_args(argv)
 
 
+def run_dir(args: argparse.Namespace) -> Path:
+    """Where this configuration writes: `<out>/<env>` on the defaults, else a folder named after what
+    differs (so another configuration never resumes, or is refused by, this one's output). More
+    `--groups` extend the same run."""
+    parts = []
+    if args.group_size != 4:
+        parts.append(f"k{args.group_size}")
+    if args.max_tokens != 64:
+        parts.append(f"t{args.max_tokens}")
+    if args.base_url:
+        parts.append(
+            "".join(c if c.isalnum() or c in "._" else "_" for c in (args.model or "")).strip("_")[-40:]
+        )
+    if args.server_type != "vllm":
+        parts.append(args.server_type)
+    if args.extra or args.judge_url:
+        key = " ".join([*args.extra, args.judge_url or "", args.judge_model or ""])
+        parts.append(hashlib.sha256(key.encode()).hexdigest()[:8])
+    return Path(args.out) / "-".join([args.env, *parts])
+
+
 def process_command(args: argparse.Namespace, base_url: str, model: str, server_type: str) -> list[str]:
-    out = Path(args.out) / args.env
+    out = run_dir(args)
+    judge = (
+        ["--env.judge_base_url", args.judge_url, "--env.judge_model", args.judge_model or model]
+        if args.judge_url
+        else []
+    )
     return [
         sys.executable, str(HERE / ENVS[args.env]), "process",
         "--env.tokenizer_name", model, "--openai.model_name", model, "--openai.base_url", base_url,
         "--openai.server_type", server_type, "--env.total_steps", str(args.groups),
         "--env.group_size", str(args.group_size), "--env.max_tokens", str(args.max_tokens),
-        "--env.data_path_to_save_groups", str(out / "groups.jsonl"), *args.extra,
+        "--env.data_path_to_save_groups", str(out / "groups.jsonl"), *judge, *args.extra,
     ]  # fmt: skip
 
 
@@ -111,6 +142,13 @@ def engine_problem() -> str | None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("WANDB_MODE", "disabled")
+    if args.env == "judge" and not args.judge_url:
+        print(
+            "rlvr demo: the judge environment needs a judge model, which the tiny local model cannot be: "
+            "rlvr demo --env judge --judge-url URL --judge-model NAME (any OpenAI-compatible server)",
+            file=sys.stderr,
+        )
+        return 2
     if args.base_url:
         if not args.model:
             print(
@@ -132,9 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     with VLLMServer(model, log_path=Path(args.out) / "vllm.log") as server:
         print(f"vLLM ready at {server.base_url}")
         code = subprocess.call(process_command(args, server.base_url, str(model), args.server_type))
-    print(
-        f"outputs under {Path(args.out) / args.env} (rlvr view {Path(args.out) / args.env}, or open groups.html)"
-    )
+    print(f"outputs under {run_dir(args)} (rlvr view {run_dir(args)}, or open groups.html there)")
     print(EXPECT.format(env=args.env, expected=EXPECTED[args.env]))
     return code
 

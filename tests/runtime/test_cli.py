@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from environments.atropos_runtime.cli import main
@@ -64,3 +66,22 @@ def test_demo_keeps_its_model_in_the_user_cache_never_in_the_package(monkeypatch
 def test_every_sandbox_subcommand_reaches_the_sandbox_cli(capsys):
     assert main(["sandbox", "build-image", "--dockerfile"]) == 0
     assert "FROM" in capsys.readouterr().out
+
+
+def test_each_demo_configuration_writes_to_its_own_folder():
+    from environments.atropos_runtime.demo import parse_args, process_command, run_dir
+
+    default = run_dir(parse_args([]))
+    more_groups = run_dir(parse_args(["--groups", "32"]))  # more groups extend the same run
+    others = [run_dir(parse_args(a)) for a in (["--group-size", "2"], ["--max-tokens", "16", "--group-size", "2"],
+                                                ["--env", "qa"], ["--base-url", "http://127.0.0.1:9/v1", "--model", "org/m"])]  # fmt: skip
+    assert default == more_groups == Path("out/demo/code")
+    assert len({default, *others}) == 5 and others[1].name == "code-k2-t16"
+    command = process_command(parse_args(["--group-size", "2"]), "http://x/v1", "m", "vllm")
+    assert command[command.index("--env.data_path_to_save_groups") + 1] == "out/demo/code-k2/groups.jsonl"
+
+
+def test_the_judge_demo_asks_for_a_judge_up_front(capsys):
+    assert main(["demo", "--env", "judge"]) == 2
+    err = capsys.readouterr().err
+    assert "needs a judge model" in err and "--judge-url URL --judge-model NAME" in err
