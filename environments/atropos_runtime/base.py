@@ -470,6 +470,12 @@ class RubricEnv(RunApiClient, BaseEnv):
                 f"batch_size {bs} is not a multiple of group_size {gs}: run-api would never form a batch"
             )
 
+    async def add_rollouts_for_wandb(self, scored_data: Any, item: Any = None) -> None:
+        """Rollout texts are kept for wandb's table only: without wandb, nothing is decoded per group
+        (and wandb_log never builds a `wandb.Table`, whose first use imports wandb: seconds of CPU)."""
+        if self.config.use_wandb:
+            await super().add_rollouts_for_wandb(scored_data, item)
+
     async def wandb_log(self, wandb_metrics: dict | None = None) -> None:
         metrics = dict(wandb_metrics or {})
         metrics.update({f"drops/{k}": v for k, v in self.drops.items()})
@@ -488,6 +494,7 @@ class RubricEnv(RunApiClient, BaseEnv):
         finally:
             await self.close_rubric()
             await self.close_watcher()
+            await self.close_inference_http()
 
     async def until_stopped(self, awaitable: Any) -> Any:
         """`await awaitable`, unless the inference server goes down under `on_server_down=stop`:
@@ -509,6 +516,12 @@ class RubricEnv(RunApiClient, BaseEnv):
         if self.watcher is not None:
             await self.watcher.aclose()
             self.watcher = None
+
+    async def close_inference_http(self) -> None:
+        """Close the token servers' HTTP sessions (aiohttp reports a session left open at exit)."""
+        for server in getattr(self.server, "servers", []):
+            if isinstance(server, VLLMTokenServer):
+                await server.aclose()
 
     async def close_rubric(self) -> None:
         """Release the rubric's pools and clients (sandbox workers, judge connections)."""

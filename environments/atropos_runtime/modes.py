@@ -92,6 +92,7 @@ async def run_process(env: RuntimeEnv) -> dict[str, Any]:
             bar.close()
             await env.close_rubric()
             await env.close_watcher()
+            await env.close_inference_http()
         written = len(writer.done)
     elapsed = time.monotonic() - start
     html_path = Path(path).with_suffix(".html")

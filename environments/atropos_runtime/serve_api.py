@@ -26,6 +26,7 @@ import asyncio
 import gzip
 import json
 import logging
+import math
 import time
 from typing import Any
 
@@ -47,6 +48,7 @@ RUN_API_WAITS_FOR = "rollouts pause until it is back (scored groups are held, no
 # run-api answers its small calls at once: 5 s without an answer is a hung server (a scored group's
 # POST gets longer, see _send_scored_data_to_api)
 RUN_API_TIMEOUT = httpx.Timeout(5.0, write=60.0)
+STATUS_FRESH_S = 0.5  # a status poll this recent stands for "run-api knows this env" (see the send)
 
 
 class RunApiClient:
@@ -64,6 +66,7 @@ class RunApiClient:
     _last_summary: float
     _api_http: httpx.AsyncClient | None = None
     _api_http_loop: asyncio.AbstractEventLoop | None = None
+    _status_ok_at: float = -math.inf  # when a status poll last found this env known to run-api
 
     def _run_api_http(self) -> httpx.AsyncClient:
         """One keep-alive client for this env's own run-api calls (on the running loop). A client per
@@ -175,10 +178,12 @@ class RunApiClient:
         """atroposlib's `get_status` body (status, env weight, worker cap) on the keep-alive client:
         upstream opens an aiohttp session and a connection for it on every pass of the serve loop.
         An HTTP error status raises `httpx.HTTPStatusError`."""
+        self._status_ok_at = -math.inf
         resp = await self._run_api_http().request(
             "GET", f"{self.config.rollout_server_url}/status-env", json={"env_id": self.env_id}
         )
         resp.raise_for_status()
+        self._status_ok_at = time.monotonic()
         self.status_dict = resp.json()
         max_num_workers = self.config.max_num_workers
         if max_num_workers == -1:
@@ -189,15 +194,20 @@ class RunApiClient:
     async def _send_scored_data_to_api(self, scored_data: Any) -> None:
         """atroposlib's send, holding the group through a run-api outage. It is sent again only once
         run-api knows this env (after a restart: once `get_status` has registered again), since a
-        group posted before the trainer registers would corrupt run-api's state."""
+        group posted before the trainer registers would corrupt run-api's state. Whether run-api knows
+        this env is asked before the send unless the serve loop's status poll (every <= 0.1 s) found it
+        known within `STATUS_FRESH_S`, with no failure since: a restarted run-api cannot be back that
+        fast (its start-up alone takes longer), and a question per group cost ~15% of serve's CPU."""
         while True:
-            while not await self._env_known():  # get_status says why, and registers again
+            fresh = time.monotonic() - self._status_ok_at < STATUS_FRESH_S
+            while not (fresh or await self._env_known()):  # get_status says why, and registers again
                 await asyncio.sleep(1)  # the retry period while run-api is away
             try:
                 return await self._post_scored(scored_data)
             except Exception as exc:  # noqa: BLE001 - only connection failures are waited out
                 if not is_connect_error(exc):
                     raise
+                self._status_ok_at = -math.inf
                 self._api_outage().failed(describe(unwrap(exc)), RUN_API_WAITS_FOR)
 
     async def _post_scored(self, scored_data: Any) -> None:

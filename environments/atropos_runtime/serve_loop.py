@@ -36,6 +36,7 @@ async def run_serve(env: RuntimeEnv) -> None:
             await _serve(env)
     finally:
         await env.close_run_api_http()
+        await env.close_inference_http()
 
 
 async def _serve(env: RuntimeEnv) -> None:

@@ -17,9 +17,10 @@ Which class a run uses (`server_class_for`):
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, Literal
 
 import httpx
@@ -59,7 +60,8 @@ class VLLMTokenServer(VLLMServer):
         self.tokenizer = vllm_server.AutoTokenizer.from_pretrained(name)
         APIServer.__init__(self, config, reasoning_config=reasoning_config)
         self._openai: Any = None
-        self._http: httpx.AsyncClient | None = None
+        self._http: Any = None  # aiohttp.ClientSession, see `_client`
+        self._http_loop: asyncio.AbstractEventLoop | None = None
         self._batcher: CompletionBatcher | None = None
 
     @property
@@ -76,17 +78,31 @@ class VLLMTokenServer(VLLMServer):
     def openai(self, client: Any) -> None:
         self._openai = client
 
-    def _client(self) -> httpx.AsyncClient:
-        if self._http is None or self._http.is_closed:
+    def _client(self) -> Any:
+        """This event loop's keep-alive `aiohttp.ClientSession` for the token path, built on first use.
+        aiohttp, not httpx: a request costs ~3x less CPU (`benchmarks/env_overhead_bench.py`), and at
+        thousands of tokens/s the environment's CPU decides how many env processes a trainer needs.
+        Timeouts as before: 10 s to connect, `config.timeout` without a byte from the server."""
+        loop = asyncio.get_running_loop()
+        if self._http is None or self._http.closed or self._http_loop is not loop:
+            import aiohttp
+
             headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
-            self._http = httpx.AsyncClient(
-                base_url=self.config.base_url.rstrip("/"),
+            self._http = aiohttp.ClientSession(
                 headers=headers,
-                timeout=httpx.Timeout(self.config.timeout, connect=10.0),
-                limits=httpx.Limits(max_connections=self.config.num_max_requests_at_once),
-                verify=verify_for(self.config.base_url),
+                timeout=aiohttp.ClientTimeout(total=None, connect=10.0, sock_read=self.config.timeout),
+                connector=aiohttp.TCPConnector(
+                    limit=self.config.num_max_requests_at_once, ssl=verify_for(self.config.base_url)
+                ),
             )
+            self._http_loop = loop
         return self._http
+
+    async def aclose(self) -> None:
+        """Close the token path's HTTP session (a later call opens a new one)."""
+        if self._http is not None and not self._http.closed:
+            await self._http.close()
+        self._http = None
 
     @property
     def batcher(self) -> CompletionBatcher:
@@ -126,24 +142,40 @@ class VLLMTokenServer(VLLMServer):
             "return_token_ids": True,
             "return_tokens_as_token_ids": True,
         }
+        url = self.config.base_url.rstrip("/") + "/completions"
         if len(prompts) == 1:
-            response = await self._client().post("/completions", json=body)
-            if response.status_code != 200:
-                raise InferenceError(
-                    f"vLLM /completions returned {response.status_code}: {response.text[:300]}"
-                )
-            deliver(0, parse_token_completions(response.json(), prompts, n)[0])
+            async with self._client().post(url, json=body) as response:
+                raw = await response.read()
+                if response.status != 200:
+                    text = raw.decode(errors="replace")
+                    raise InferenceError(f"vLLM /completions returned {response.status}: {text[:300]}")
+            deliver(0, parse_token_completions(json.loads(raw), prompts, n)[0])
             return
         stream = StreamedChoices(prompts, n, deliver)
-        async with self._client().stream(
-            "POST", "/completions", json={**body, "stream": True, "stream_interval": STREAM_INTERVAL}
-        ) as response:
-            if response.status_code != 200:
-                text = (await response.aread()).decode(errors="replace")
-                raise InferenceError(f"vLLM /completions returned {response.status_code}: {text[:300]}")
-            async for line in response.aiter_lines():
-                if line.startswith("data: {"):
+        body = {**body, "stream": True, "stream_interval": STREAM_INTERVAL}
+        async with self._client().post(url, json=body) as response:
+            if response.status != 200:
+                text = (await response.read()).decode(errors="replace")
+                raise InferenceError(f"vLLM /completions returned {response.status}: {text[:300]}")
+            async for line in sse_lines(response.content.iter_any()):
+                if line.startswith(b"data: {"):
                     stream.add(json.loads(line[6:]))
+
+
+async def sse_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The lines of a byte stream, however it is chunked (no length limit: one streamed choice of a
+    long completion is one line)."""
+    pending: list[bytes] = []
+    async for chunk in chunks:
+        pending.append(chunk)
+        if b"\n" not in chunk:
+            continue
+        *lines, rest = b"".join(pending).split(b"\n")
+        pending = [rest] if rest else []
+        for line in lines:
+            yield line
+    if pending:
+        yield b"".join(pending)
 
 
 def server_class_for(server_type: str, vllm_api: str) -> type[APIServer]:

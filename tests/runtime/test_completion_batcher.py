@@ -205,6 +205,7 @@ async def test_token_server_batches_concurrent_calls_into_one_streamed_request(t
             *(server.tokens_and_logprobs_completion(input_ids=p, n=1, max_tokens=16, temperature=1.0)
               for p in prompts)
         )  # fmt: skip
+        await server.aclose()
         streamed = [r for r in policy.requests if r.get("stream")]
         assert len(streamed) == 1 and streamed[0]["prompt"] == prompts and len(policy.requests) == 1
         assert streamed[0]["stream_interval"] >= 16  # only each choice's first and last chunk

@@ -11,7 +11,7 @@ from environments.atropos_runtime import tls
 from environments.atropos_runtime.servers import VLLMTokenServer
 
 
-def test_plain_http_clients_load_no_ca_bundle(monkeypatch, tiny_model):
+async def test_plain_http_clients_load_no_ca_bundle(monkeypatch, tiny_model):
     loads = []
     real = ssl.SSLContext.load_verify_locations
     monkeypatch.setattr(
@@ -21,7 +21,8 @@ def test_plain_http_clients_load_no_ca_bundle(monkeypatch, tiny_model):
     config = APIServerConfig(server_type="vllm", model_name="m", base_url="http://127.0.0.1:9/v1", api_key="x",
                              tokenizer_name=str(tiny_model))  # fmt: skip
     server = VLLMTokenServer(config)
-    assert server._client().base_url.scheme == "http"
+    assert not server._client().closed
+    await server.aclose()
     assert loads == []
     assert tls.verify_for("https://example.invalid/v1") is tls.verify_for("http://a", "HTTPS://b")
     assert len(loads) == 1  # the verifying context is built once, on first need
