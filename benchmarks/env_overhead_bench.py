@@ -127,7 +127,9 @@ def environ(which: str, case: Case) -> dict[str, str]:
 
 
 def stop(*procs: subprocess.Popen | None) -> None:
+    """Stop each process, then whatever it started that is still alive (a profiler's child)."""
     for proc in procs:
+        kids = descendants(proc.pid) if proc is not None else []
         if proc is not None and proc.poll() is None:
             # a profiler (BENCH_ENV_PREFIX) writes its output on SIGINT, dies without it on SIGTERM
             proc.send_signal(signal.SIGINT if os.environ.get("BENCH_ENV_PREFIX") else signal.SIGTERM)
@@ -136,6 +138,11 @@ def stop(*procs: subprocess.Popen | None) -> None:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        for kid in kids:
+            try:
+                os.kill(kid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
 
 
 def run_serve(which: str, case: Case, server: str, model: str, rollouts: int, tmp: Path) -> Result:

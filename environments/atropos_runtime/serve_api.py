@@ -67,6 +67,7 @@ class RunApiClient:
     _api_http: httpx.AsyncClient | None = None
     _api_http_loop: asyncio.AbstractEventLoop | None = None
     _status_ok_at: float = -math.inf  # when a status poll last found this env known to run-api
+    sent_since_status: int = 0  # groups posted since the last status poll was asked (serve_loop)
 
     def _run_api_http(self) -> httpx.AsyncClient:
         """One keep-alive client for this env's own run-api calls (on the running loop). A client per
@@ -179,6 +180,7 @@ class RunApiClient:
         upstream opens an aiohttp session and a connection for it on every pass of the serve loop.
         An HTTP error status raises `httpx.HTTPStatusError`."""
         self._status_ok_at = -math.inf
+        self.sent_since_status = 0  # a group sent while this poll is in flight counts twice: safe side
         resp = await self._run_api_http().request(
             "GET", f"{self.config.rollout_server_url}/status-env", json={"env_id": self.env_id}
         )
@@ -234,6 +236,8 @@ class RunApiClient:
                 resp = await self._run_api_http().post(url, content=body, headers=headers, timeout=300)
                 if resp.status_code >= 500:
                     raise RunApiServerError(f"run-api answered {resp.status_code} to /{path}")
+        if resp.status_code < 400:
+            self.sent_since_status += len(scored_data) if isinstance(scored_data, list) else 1
         if resp.status_code >= 400:
             log.error("run-api refused a scored group (%s): %s", resp.status_code, resp.text[:300])
             self.drops[f"run-api refused ({resp.status_code})"] += 1

@@ -11,7 +11,10 @@ rule `current_step + queued_batches > total_steps`, `worker_timeout`), reusing a
   `queued + in flight < max_batches_offpolicy * batch_size / group_size`, which keeps upstream's
   off-policy bound without throwing away (and later redoing) inference when the queue fills;
 * `max_num_workers = -1` means `max_concurrent_groups` groups per inference server (the process-mode
-  concurrency) rather than upstream's 8.
+  concurrency) rather than upstream's 8;
+* `/status-env` is asked at most every `STATUS_EVERY_S`, not on every wake (one per finished group:
+  at thousands of rollouts/s the polls were a third of serve's CPU); in between, the groups this env
+  sent since the last poll count as queued, so the off-policy bound only gets stricter.
 
 With `min_batch_allocation` set (multi-env allocation arithmetic) upstream's loop runs unchanged.
 """
@@ -26,6 +29,7 @@ from atroposlib.envs.base import BaseEnv
 from environments.atropos_runtime.env_protocol import RuntimeEnv
 
 POLL_S = 0.1  # longest wait between two /status-env polls
+STATUS_EVERY_S = 0.05  # shortest time between two /status-env polls
 
 
 async def run_serve(env: RuntimeEnv) -> None:
@@ -47,14 +51,17 @@ async def _serve(env: RuntimeEnv) -> None:
     await env.setup_wandb()
     await env.register_env()
     await env.get_server_info()
+    last_status = -STATUS_EVERY_S
     while True:
         if env.last_loop_time is not None:
             env.mainloop_timings.append(max(0.0, time.time() - env.last_loop_time))
         env.last_loop_time = time.time()
-        await env.get_status()
+        if time.monotonic() - last_status >= STATUS_EVERY_S:
+            await env.get_status()
+            last_status = time.monotonic()
         await env.env_step_checks()
         status = env.status_dict
-        queued_groups = status["queue_size"]
+        queued_groups = status["queue_size"] + env.sent_since_status
         if status["current_step"] + queued_groups * cfg.group_size // cfg.batch_size > cfg.total_steps:
             for worker in env.workers:
                 worker.cancel()
