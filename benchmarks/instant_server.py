@@ -28,19 +28,17 @@ import asyncio
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 VARIANTS = 16
 
 
-def canned_completions(tokenizer_dir: str, tokens: int) -> list[list[int]]:
+def canned_completions(tok: Any, tokens: int) -> list[list[int]]:
     """`VARIANTS` completions of exactly `tokens` ids each, decoding to text ending in a boxed number."""
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     out = []
     for v in range(VARIANTS):
-        tail = tok.encode(f" so the answer is \\boxed{{{v * 7 % 23}}}")
-        filler = tok.encode(" let us think step by step what is one plus two" * (tokens // 4 + 1))
+        tail = tok.encode(f" so the answer is \\boxed{{{v * 7 % 23}}}", add_special_tokens=False).ids
+        filler = tok.encode(" let us think step by step what is one plus two" * (tokens // 4 + 1)).ids
         if len(tail) >= tokens:
             raise SystemExit(f"--tokens {tokens} is shorter than the answer ({len(tail)} ids)")
         out.append(filler[: tokens - len(tail)] + tail)
@@ -82,11 +80,11 @@ class Fragments:
 
 class InstantServer:
     def __init__(self, tokenizer_dir: str, tokens: int) -> None:
-        from transformers import AutoTokenizer
+        from tokenizers import Tokenizer  # not transformers: seconds of import, for a decode table
 
-        tok = AutoTokenizer.from_pretrained(tokenizer_dir)
-        self.tok_text = [tok.decode([i]) for i in range(len(tok))]
-        self.completions = canned_completions(tokenizer_dir, tokens)
+        tok = Tokenizer.from_file(str(Path(tokenizer_dir) / "tokenizer.json"))
+        self.tok_text = [tok.decode([i], skip_special_tokens=False) for i in range(tok.get_vocab_size())]
+        self.completions = canned_completions(tok, tokens)
         self._fragments: dict[int, list[Fragments]] = {}
         self.requests = 0
 
