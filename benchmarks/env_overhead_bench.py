@@ -214,7 +214,7 @@ def run_process(which: str, case: Case, server: str, model: str, rollouts: int, 
 
 
 def start_instant_server(model: str, tmp: Path) -> tuple[subprocess.Popen, str]:
-    from environments.local_model import free_port
+    from environments.atropos_runtime.local_model import free_port
 
     port = free_port()
     proc = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "instant_server.py"), str(port), model,
@@ -298,7 +298,7 @@ def main() -> None:
     p.add_argument("--envs", default=",".join(ENVS))
     p.add_argument("--model", default=os.environ.get("RLVR_TINY_MODEL"))
     args = p.parse_args()
-    from environments.local_model import build_tiny_model
+    from environments.atropos_runtime.local_model import build_tiny_model
 
     model = args.model or str(build_tiny_model(ROOT / ".cache" / "tiny-model"))
     cases = [Case(m, int(t), r) for m in args.modes.split(",") for t in args.turns.split(",")

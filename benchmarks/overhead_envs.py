@@ -16,8 +16,8 @@ from pydantic import Field
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from environments.base import RubricEnv  # noqa: E402
-from environments.episodes import EnvStep, EpisodeContext, MultiTurnTask  # noqa: E402
+from environments.atropos_runtime.base import RubricEnv  # noqa: E402
+from environments.atropos_runtime.episodes import EnvStep, EpisodeContext, MultiTurnTask  # noqa: E402
 from environments.math_env import MathEnvConfig, MathTask  # noqa: E402
 from rubrics.core import RewardResult, Rubric, Sample  # noqa: E402
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 from atroposlib.envs.server_handling.vllm_server import VLLMServer
 
-from environments.local_model import free_port
-from environments.servers import VLLMTokenServer
+from environments.atropos_runtime.local_model import free_port
+from environments.atropos_runtime.servers import VLLMTokenServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
