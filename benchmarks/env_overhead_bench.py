@@ -260,7 +260,7 @@ def report(cases: list[Case], results: dict[tuple[str, str], list[Result]], load
            envs: tuple[str, ...]) -> None:  # fmt: skip
     print(f"\nenv overhead: instant vLLM-format server, group {GROUP}, {TOKENS} tokens/turn, ~{args.rollouts} "
           f"rollouts per run, {args.repeats} runs per env (alternated); {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
-          f"1-min load average during the runs: {min(loads)}-{max(loads)}\n")  # fmt: skip
+          f"1-min load average during the runs: {min(loads, key=float)}-{max(loads, key=float)}\n")  # fmt: skip
     head = f"{'case':26} {'env':11} {'rollouts/s (median; runs)':32} {'env CPU ms/rollout':19} {'+workers ms':11}"
     print(head)
     for case in cases:
