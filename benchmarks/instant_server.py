@@ -10,7 +10,8 @@ vLLM's chunking at a huge `stream_interval` (per choice: a first chunk with the 
 token, a last chunk with the rest and the finish reason), chunked transfer encoding. Choice `i * n + j`
 is sample `j` of prompt `i`. Choice `k` of a request gets canned completion `k % VARIANTS`: short
 reasoning text ending in `\\boxed{<number>}`, `--tokens` ids long (cut to `max_tokens`, then
-`finish_reason` is `length`). GET `/v1/models` and `/health` answer too.
+`finish_reason` is `length`). GET `/v1/models` (listing TOKENIZER_DIR as the model's id) and `/health`
+answer too.
 
 POST `/generate` answers as atroposlib's archived custom server (`example_trainer/vllm_api_server.py`,
 what atroposlib's own `VLLMServer` client calls): `text`, `prompt`, `finish_reasons`, and with
@@ -79,7 +80,8 @@ class Fragments:
 
 
 class InstantServer:
-    def __init__(self, tokenizer_dir: str, tokens: int) -> None:
+    def __init__(self, tokenizer_dir: str, tokens: int, model: str | None = None) -> None:
+        self.model = model or tokenizer_dir  # the id /v1/models lists (clients check their model is served)
         from tokenizers import Tokenizer  # not transformers: seconds of import, for a decode table
 
         tok = Tokenizer.from_file(str(Path(tokenizer_dir) / "tokenizer.json"))
@@ -158,7 +160,7 @@ class InstantServer:
                 elif method == "POST" and path.rstrip("/") == "/generate":
                     payload, streamed = self.generate(json.loads(raw)), False
                 elif method == "GET" and path.rstrip("/").endswith(("/models", "/health")):
-                    models = {"object": "list", "data": [{"id": "instant", "object": "model"}]}
+                    models = {"object": "list", "data": [{"id": self.model, "object": "model"}]}
                     payload, streamed = json.dumps(models).encode(), False
                 else:
                     writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
