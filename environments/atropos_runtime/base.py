@@ -530,7 +530,6 @@ class RubricEnv(RunApiClient, BaseEnv):
             self.rubric = None
 
     async def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-
         return await run_evaluate(self)
 
 
