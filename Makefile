@@ -6,7 +6,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export WANDB_MODE := disabled
 
-.PHONY: setup host demo test test-fast lint bench verifiers-matrix hub-install
+.PHONY: setup host demo test test-fast lint bench learn verifiers-matrix hub-install
 
 setup: $(VENV)/.installed
 
@@ -32,6 +32,9 @@ verifiers-matrix: setup  ## prime-install every hub env into venvs for verifiers
 
 lint: setup
 	$(PY) -m ruff check . && $(PY) -m ruff format --check .
+
+learn: setup host  ## the RLEF ablation through the real stack (serve, run-api, sandbox, a GRPO trainer); ARGS=--quick for one seed
+	$(PY) benchmarks/rlef_learn.py $(ARGS)
 
 bench: setup
 	@for b in benchmarks/*_bench.py; do echo "== $$b"; $(PY) $$b || exit 1; done
