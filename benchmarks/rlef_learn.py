@@ -90,7 +90,7 @@ class RunApi:
     """atroposlib's `run-api` on a free loopback port, as its own process."""
 
     def __init__(self, log: Path) -> None:
-        from environments.local_model import free_port
+        from environments.atropos_runtime.local_model import free_port
 
         self.url = f"http://127.0.0.1:{free_port()}"
         self.log = log.open("wb")
@@ -270,7 +270,7 @@ class Evaluator:
 async def run(s: Settings) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
-    from environments.local_model import build_tiny_model
+    from environments.atropos_runtime.local_model import build_tiny_model
 
     s.workdir.mkdir(parents=True, exist_ok=True)
     tok = build_tiny_model(ROOT / ".cache" / "tiny-model")
@@ -327,6 +327,30 @@ def _cell(values: list[float] | None) -> str:
     return f"{statistics.fmean(values):.3f} ({min(values):.2f}..{max(values):.2f})"
 
 
+HOW = [
+    "## What runs",
+    "",
+    "* `environments/code_repair_env.py serve` (3 turns, public-test feedback from the real sandbox, reward "
+    "= private tests of the last attempt) sends scored groups to atroposlib's `run-api`; the trainer in "
+    "`benchmarks/rlef_learn.py` registers, pulls `/batch` and updates the policy (GRPO: advantage = (score - "
+    "group mean) / group std, PPO-clipped ratio against the batches' `inference_logprobs`).",
+    "* The policy (`benchmarks/rlef_policy.py`) is served on loopback in stock vLLM's `/v1/completions` "
+    "token format. Its first attempt is a program from a per-problem family (correct, or a bug for each subset "
+    "of the three input classes the public tests cover). On a repair turn its first token is `yes` (use the "
+    "feedback: change the previous program on the input the feedback names) with probability sigmoid(theta), "
+    "else `no` (a fresh attempt). theta is the one learned parameter; the trainer finds the decisions in the "
+    "batches' tokens (first token of each trained span after the first), never through a side channel.",
+    "* Arms differ only in `--env.feedback` (real / random / none) or, for the control, in the trainer "
+    "shuffling rewards across the batch's episodes. Same budget per arm. Evaluation is the env's own "
+    "`evaluate` (its RLEF table) on held-out problems at temperature 1. lr and steps were set from a "
+    "model-free simulation of the arms and the run-time budget, never tuned on the evaluation problems.",
+    "* Expected shape (the RLEF lecture): with real feedback the policy learns to use it and rises clearly "
+    "above independent resampling at the same budget; random feedback carries no information, so P(use) "
+    "wanders and the solve rate stays at resampling's; with no feedback using it only resubmits, so P(use) "
+    "falls; shuffled rewards teach nothing.",
+]
+
+
 def write_results(result: dict[str, Any], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "rlef_learning.json").write_text(json.dumps(result, indent=1))
@@ -352,8 +376,16 @@ def write_results(result: dict[str, Any], out: Path) -> None:
     for row in summary(result):
         lines.append(f"| {row['arm']} | {row['feedback']} | {_cell(row['before'])} | {_cell(row['after'])} | "
                      f"{_cell(row['p_use'])} |")  # fmt: skip
-    lines += ["", "![P(use) over steps and solve@3](rlef_learning.png)", ""]
-    (out / "rlef_learning.md").write_text("\n".join(lines))
+    lines += ["", "Per seed: P(use) after training and solve@3 after (own feedback mode); seconds per arm "
+              "(training + evaluation).", "", "| seed | " + " | ".join(result["arms"]) + " |",
+              "|---|" + "---|" * len(result["arms"])]  # fmt: skip
+    feedback = {a.name: a.feedback for a in ARMS}
+    for seed, runs in result["seeds"].items():
+        cells = [f"{runs[a]['steps'][-1]['p_use']:.2f} / {runs[a]['after'][f'{feedback[a]}/solve@3']:.3f} "
+                 f"({runs[a]['seconds']:.0f} s)" for a in result["arms"]]  # fmt: skip
+        lines.append(f"| {seed} | " + " | ".join(cells) + " |")
+    lines += ["", "![P(use) over steps and solve@3](rlef_learning.png)", "", *HOW]
+    (out / "rlef_learning.md").write_text("\n".join(lines) + "\n")
     plot(result, out / "rlef_learning.png")
 
 
@@ -397,7 +429,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=None)
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--from-json", type=Path, help="rewrite the table and plot from a results JSON")
     args = parser.parse_args(argv)
+    if args.from_json:
+        write_results(json.loads(args.from_json.read_text()), args.out)
+        return
     s = Settings()
     if args.quick:
         s.seeds, s.steps = (0,), 8
