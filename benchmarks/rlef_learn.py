@@ -16,7 +16,7 @@ first (a repair turn) is `yes` (use the feedback) or `no` (resample); rewards, m
 the batches'. Arms, same budget each (steps x batch episodes): feedback `real`, `random`, `none`, and
 `real` with rewards shuffled across the batch's episodes (a control that must learn nothing).
 
-Evaluation is the env's own `evaluate` on the held-out problems (the last quarter of the file; nothing
+Evaluation is the env's own `evaluate` on the held-out problems (the last half of the file; nothing
 is tuned on them): solve rate after k turns under each feedback mode, and the RLEF baseline,
 independent resampling with the same budget of 3 samples (best by public tests). Before = theta 0
 (P(use) = 0.5); after = the arm's trained theta, evaluated under the arm's own feedback mode.
@@ -64,8 +64,8 @@ ARMS = (Arm("real", "real"), Arm("random", "random"), Arm("none", "none"), Arm("
 
 @dataclass
 class Settings:
-    problems: int = 96  # the last quarter held out for evaluation
-    eval_fraction: float = 0.25
+    problems: int = 96  # the last half held out for evaluation
+    eval_fraction: float = 0.5
     group_size: int = 8
     groups_per_step: int = 4
     steps: int = 10
@@ -310,13 +310,22 @@ def summary(result: dict[str, Any]) -> list[dict[str, Any]]:
         mode = feedback[name]
         before = [r["before"][f"{mode}/solve@3"] for r in seeds]
         after = [r[name]["after"][f"{mode}/solve@3"] for r in seeds]
+        shown_random = [r[name]["after"]["random/solve@3"] for r in seeds]
         p = [r[name]["steps"][-1]["p_use"] for r in seeds]
-        rows.append({"arm": name, "feedback": mode, "before": before, "after": after, "p_use": p})
+        rows.append({"arm": name, "feedback": mode, "before": before, "after": after,
+                     "shown_random": shown_random, "p_use": p})  # fmt: skip
     resample = [r["before"]["resample/solve@3"] for r in seeds] + [
         r[name]["after"]["resample/solve@3"] for r in seeds for name in result["arms"]
     ]
     rows.append(
-        {"arm": "resample (3 samples)", "feedback": "-", "before": resample, "after": resample, "p_use": None}
+        {
+            "arm": "resample (3 samples)",
+            "feedback": "-",
+            "before": resample,
+            "after": resample,
+            "shown_random": None,
+            "p_use": None,
+        }  # fmt: skip
     )
     return rows
 
@@ -362,20 +371,21 @@ def write_results(result: dict[str, Any], out: Path) -> None:
         f"{result['seconds']:.0f} s in all. Seeds {', '.join(result['seeds'])}; per arm and seed "
         f"{st['steps']} steps x {st['group_size'] * st['groups_per_step']} episodes "
         f"({st['groups_per_step']} groups of {st['group_size']}), lr {st['lr']}, clip {st['clip']}; "
-        f"{st['problems']} problems, the last quarter held out for evaluation (one episode per "
+        f"{st['problems']} problems, the last {st['eval_fraction']:.0%} held out for evaluation (one episode per "
         "problem and mode per evaluation).",
         "",
         "Solve rate within 3 turns on the held-out problems, mean over seeds (min..max). Before: "
         "P(use feedback) = 0.5; after: the arm's trained policy, evaluated under its own feedback. "
         "Resampling: 3 independent first attempts, best by public tests (same budget; it does not "
-        "depend on P(use), so all evaluations of a seed pool into its row).",
+        "depend on P(use), so all evaluations of a seed pool into its row). 'Shown random feedback': the "
+        "trained policy evaluated with random feedback instead (the lecture's check that it reads the feedback).",
         "",
-        "| arm | feedback | solve@3 before | solve@3 after | P(use) after |",
-        "|---|---|---|---|---|",
+        "| arm | feedback | solve@3 before | solve@3 after | after, shown random feedback | P(use) after |",
+        "|---|---|---|---|---|---|",
     ]
     for row in summary(result):
         lines.append(f"| {row['arm']} | {row['feedback']} | {_cell(row['before'])} | {_cell(row['after'])} | "
-                     f"{_cell(row['p_use'])} |")  # fmt: skip
+                     f"{_cell(row['shown_random'])} | {_cell(row['p_use'])} |")  # fmt: skip
     lines += ["", "Per seed: P(use) after training and solve@3 after (own feedback mode); seconds per arm "
               "(training + evaluation).", "", "| seed | " + " | ".join(result["arms"]) + " |",
               "|---|" + "---|" * len(result["arms"])]  # fmt: skip
