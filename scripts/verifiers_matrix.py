@@ -55,6 +55,10 @@ CLASSIC_FLAGS = {"0.3.1": ["--disable-env-server"]}
 # where the multi-turn RLEF env is evaluated too: its classic MultiTurnEnv on the project's pin, its v1 EpisodeEnv
 REPAIR_ON = {("0.1.9.post2", "classic"), ("0.4.0", "v1")}
 TOOLS = ["prime==0.18.0", "uv==0.13.9"]
+# verifiers 0.3.1 caps nothing, so it gets openai 3.x, whose client (on httpx2) breaks its v1 harness
+# programs: `AsyncOpenAI(timeout=httpx.Timeout(...))` fails with AttributeError in the harness's uv env
+# (0.4.0 itself pins openai below 3). The matrix's venvs and harness indexes stay below it.
+PINS = ["openai<3"]
 BUILD_DEPS = ["hatchling>=1.26", "editables~=0.3"]  # what `uv pip install -e` of a hub package builds with
 ENVS = sorted(p.name.removeprefix("rlvr_") for p in (ROOT / "environments").glob("rlvr_*") if p.is_dir())
 IDS = [
@@ -129,10 +133,10 @@ def version_venv(version: str, tools: Path, wheels: Path, env: dict[str, str], l
     def build(d: Path) -> None:
         run([uv, "venv", "-q", "-p", sys.executable, str(d)], log, env=env)
         wheel = next(wheels.glob("rlvr_envs-*.whl"))
-        run([uv, "pip", "install", "-q", "--python", str(d / "bin" / "python"), f"verifiers=={version}", str(wheel)],
-            log, env=env)  # fmt: skip
+        run([uv, "pip", "install", "-q", "--python", str(d / "bin" / "python"), f"verifiers=={version}", str(wheel),
+             *PINS], log, env=env)  # fmt: skip
 
-    venv = cached_dir(f"venv-{version}", digest(version, requires, TOOLS, sys.version), build)
+    venv = cached_dir(f"venv-{version}", digest(version, requires, TOOLS, PINS, sys.version), build)
     installed = ["rlvr-envs", *IDS]
     run([uv, "pip", "uninstall", "-q", "--python", str(venv / "bin" / "python"), *installed], log, env=env)
     return venv
@@ -169,7 +173,7 @@ def harness_index(venv: Path, tools: Path, log: Path, name: str = "harness-index
 
     def build(d: Path) -> None:
         raw = d / "raw"
-        run([str(tools / "bin" / "python"), "-m", "pip", "download", "-q", "-d", str(raw), *deps], log)
+        run([str(tools / "bin" / "python"), "-m", "pip", "download", "-q", "-d", str(raw), *deps, *PINS], log)
         projects: dict[str, list[Path]] = {}
         for f in raw.iterdir():
             name = re.split(r"-\d", f.name, maxsplit=1)[0]
@@ -182,7 +186,7 @@ def harness_index(venv: Path, tools: Path, log: Path, name: str = "harness-index
             (d / project / "index.html").write_text(f"<html><body>{links}</body></html>")
         (d / "index.html").write_text("".join(f'<a href="{p}/">{p}</a><br/>' for p in projects))
 
-    return cached_dir(name, digest(deps, sys.version), build)
+    return cached_dir(name, digest(deps, PINS, sys.version), build)
 
 
 def v1_bridge_venv(version: str = "0.4.0") -> tuple[Path, dict[str, str]]:
@@ -196,7 +200,7 @@ def v1_bridge_venv(version: str = "0.4.0") -> tuple[Path, dict[str, str]]:
     env.pop("PYTHONPATH", None)
     tools = tools_venv(log)
     requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    key = digest(version, requires, TOOLS, sys.version)
+    key = digest(version, requires, TOOLS, PINS, sys.version)
     cached = CACHE / f"venv-{version}-{key}"
     if (cached / ".complete").exists():
         venv = cached  # rlvr-envs itself comes from PYTHONPATH, so no wheel is needed

@@ -63,9 +63,11 @@ def tok(tiny):
     return AutoTokenizer.from_pretrained(tiny)
 
 
-def bridge_cmd(venv: Path, mode: str, fixture: str, model: str, base_url: str, *flags: str) -> list[str]:
+def bridge_cmd(venv: Path, mode: str, fixture: str, model: str, base_url: str, *flags: str,
+               served: str = "scripted") -> list[str]:  # fmt: skip
+    """The bridge's command line; `model` is the tokenizer, `served` the model the server lists."""
     return [str(venv / "bin" / "python"), str(BRIDGE), mode, "--env.vf_env_name", fixture,
-            "--env.tokenizer_name", model, "--openai.model_name", "scripted", "--openai.base_url", base_url,
+            "--env.tokenizer_name", model, "--openai.model_name", served, "--openai.base_url", base_url,
             "--env.max_tokens", "16", *flags]  # fmt: skip
 
 

@@ -23,7 +23,7 @@ def test_process_multi_turn_v1_taskset_on_vllm(vllm_server, v1_venv, tmp_path): 
     out = tmp_path / "groups.jsonl"
     cmd = bridge_cmd(venv, "process", "vfv1_retry", vllm_server.model, vllm_server.base_url, "--env.group_size",
                      "2", "--env.total_steps", "2", "--env.max_tokens", "8",
-                     "--env.data_path_to_save_groups", str(out))  # fmt: skip
+                     "--env.data_path_to_save_groups", str(out), served=vllm_server.model)  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
     assert done.returncode == 0, done.stderr[-4000:]
     summary = json.loads(out.with_suffix(".summary.json").read_text())
