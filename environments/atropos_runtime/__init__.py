@@ -12,10 +12,14 @@ Where each concept lives (a sample flows top to bottom):
   servers.py            inference clients (stock vLLM, /generate, SGLang); token_completions.py the
                         token-id wire format; completion_batcher.py coalesces requests
   server_health.py      outages of inference / run-api reported in seconds; tls.py httpx verify
-  output.py             process output: resumable JSONL and the HTML viewer
+  output.py             process output: resumable JSONL (+ dropped groups); run_identity.py what
+                        defines a run, so a re-run resumes only the same one
+  viewer.py             the rollout viewer (`rlvr view`); viewer_page.py its static page
+  env_protocol.py       what the modes need of an env (RubricEnv provides it)
   lazy_imports.py       start-up: import only what the mode needs; tokenizer_snapshot.py torch-free
                         tokenizer stand-in
-  cli.py, demo.py       the `rlvr` command and `rlvr demo`; local_model.py a tiny offline model +
+  cli.py, demo.py       the `rlvr` command and `rlvr demo`; cli_help.py the scripts' --help with the
+                        defaults a run uses; local_model.py a tiny offline model +
                         local vLLM; atropos_generate_server.py atroposlib's /generate server on vLLM
 
 Nothing here imports the Verifiers bridge (`environments/vf_bridge/`) or an environment module.
