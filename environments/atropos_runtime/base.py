@@ -131,24 +131,29 @@ class RubricEnvConfig(BaseEnvConfig):
     )
 
 
-def _cli_flag(name: str) -> bool:
-    """True if the command line itself set boolean `--env.<name>` to true."""
+def _cli_value(name: str) -> str | None:
+    """The value the command line itself gives `--env.<name>` (`--env.x v` or `--env.x=v`), or None."""
     argv = sys.argv[1:]
     for i, arg in enumerate(argv):
-        if arg.startswith(f"--env.{name}"):
-            value = arg.split("=", 1)[1] if "=" in arg else (argv[i + 1] if i + 1 < len(argv) else "")
-            return value.strip().lower() in ("1", "true", "yes")
-    return False
+        flag, eq, value = arg.partition("=")
+        if flag == f"--env.{name}":
+            return value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+    return None
+
+
+def _cli_flag(name: str) -> bool:
+    """True if the command line itself set boolean `--env.<name>` to true."""
+    return (_cli_value(name) or "").strip().lower() in ("1", "true", "yes")
+
+
+def _cli_given(name: str) -> bool:
+    """True if the command line itself names `--env.<name>`."""
+    return _cli_value(name) is not None
 
 
 def _cli_mode() -> str | None:
     """The command (serve / process / evaluate) this process was started with, if any."""
     return next((a for a in sys.argv[1:2] if a in MODES), None)
-
-
-def _cli_given(name: str) -> bool:
-    """True if the command line itself names `--env.<name>`."""
-    return any(arg == f"--env.{name}" or arg.startswith(f"--env.{name}=") for arg in sys.argv[1:])
 
 
 class RubricEnv(RunApiClient, BaseEnv):

@@ -119,3 +119,19 @@ def test_a_yaml_config_file_is_read(tiny_model, tmp_path):
     )  # fmt: skip
     assert proc.returncode != 0
     assert "cannot reach the inference server at http://127.0.0.1:1/v1" in proc.stderr, proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag", "given"),
+    [
+        (["process", "--env.verbose", "true"], True, True),
+        (["process", "--env.verbose=false"], False, True),
+        (["process", "--env.verbose_extra", "true"], False, False),  # another option's prefix
+        (["process"], False, False),
+    ],
+)
+def test_command_line_options_are_read_by_exact_name(monkeypatch, argv, flag, given):
+    from environments.atropos_runtime import base
+
+    monkeypatch.setattr(sys, "argv", ["env.py", *argv])
+    assert (base._cli_flag("verbose"), base._cli_given("verbose")) == (flag, given)
