@@ -29,7 +29,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 from environments.atropos_runtime.env_protocol import RuntimeEnv
 from environments.atropos_runtime.episode_runtime import eval_fields, turn_metrics
 from environments.atropos_runtime.output import GroupWriter, jsonable, token_counts, write_html
-from environments.atropos_runtime.run_identity import DROPPED_SUFFIX, claim_output
+from environments.atropos_runtime.run_identity import DROPPED_SUFFIX, claim_output, model_name
 from environments.atropos_runtime.sampling_slots import SamplingSlots
 from rubrics.core import RewardResult, Status
 
@@ -139,11 +139,6 @@ def print_summary(title: str, summary: dict[str, Any]) -> None:
     print(f"\n== {title} ==")
     for key, value in summary.items():
         print(f"  {key.ljust(width)}  {value}")
-
-
-def model_name(env: RuntimeEnv) -> str | None:
-    servers = getattr(env.server, "servers", [])
-    return getattr(getattr(servers[0], "config", None), "model_name", None) if servers else None
 
 
 async def run_evaluate(env: RuntimeEnv) -> dict[str, Any]:

@@ -25,10 +25,19 @@ def run_settings(env: Any, base_fields: set[str]) -> dict[str, Any]:
     `base_fields`), the served model and the runtime settings that shape a group."""
     config = env.config
     own = {k: getattr(config, k) for k in type(config).model_fields if k not in base_fields}
-    servers = getattr(env.server, "servers", [])
-    model = servers[0].config.model_name if servers and hasattr(servers[0], "config") else None
-    settings = {"env": env.name, "model": model, **{k: getattr(config, k) for k in DEFINING_RUNTIME}, **own}
+    settings = {
+        "env": env.name,
+        "model": model_name(env),
+        **{k: getattr(config, k) for k in DEFINING_RUNTIME},
+        **own,
+    }
     return json.loads(json.dumps(settings, default=str))
+
+
+def model_name(env: Any) -> str | None:
+    """The model `env` samples from (its first inference server's `model_name`), if it has one."""
+    servers = getattr(env.server, "servers", [])
+    return getattr(getattr(servers[0], "config", None), "model_name", None) if servers else None
 
 
 def check_output_path(path: str | Path) -> None:
