@@ -25,6 +25,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from environments.atropos_runtime import fast_json
+
 
 class GroupWriter:
     """Appends one JSON line per group, keyed by `record["uid"]`.
@@ -41,7 +43,7 @@ class GroupWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.done: set[str] = set()
         self._repair_and_index()
-        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._file = open(self.path, "ab")  # noqa: SIM115 - closed in close()
 
     def _repair_and_index(self) -> None:
         if not self.path.exists():
@@ -66,7 +68,7 @@ class GroupWriter:
         uid = record["uid"]
         if uid in self.done:
             return
-        self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._file.write(fast_json.dumps(record) + b"\n")
         self._file.flush()
         if time.monotonic() - self._synced_at >= self.fsync_every_s:
             os.fsync(self._file.fileno())

@@ -9,12 +9,13 @@ serve-mode methods (nothing in atroposlib is patched):
   `trainer_wait_s`.
 * `get_status`: a run-api outage pauses rollouts with one line (not atroposlib's RetryError); a
   restarted run-api that no longer knows the env (HTTP 5xx) is registered with again. It polls on
-  the keep-alive client (upstream opened a session and a connection on every serve-loop pass).
+  the keep-alive session (upstream opened a session and a connection on every serve-loop pass).
 * `_send_scored_data_to_api`: a scored group is held through an outage, and sent only when run-api
   knows this env (a group posted to a restarted run-api before its trainer registers would break
-  run-api's state: docs/atropos.md, "ordering trap"). The body is atroposlib's (JSON,
-  gzip from 1 KiB), built off the event loop at gzip level 1 and posted on the keep-alive client:
-  upstream's level 9 on the loop took ~0.4 s for a 16 x 4k-token group, stalling every rollout.
+  run-api's state: docs/atropos.md, "ordering trap"). The body is atroposlib's (JSON through
+  `fast_json`, gzip from 1 KiB) at gzip level 1, built off the event loop for large groups, and
+  posted on the keep-alive aiohttp session: upstream's level 9 on the loop took ~0.4 s for a
+  16 x 4k-token group, stalling every rollout.
 * `env_step_checks`: stops serve when the inference watcher says so (`on_server_down=stop`) and
   logs one summary line every `status_every_s`; `quiet_atroposlib` keeps atroposlib's per-loop
   lines (~15/s) out unless `--env.verbose`.
@@ -24,15 +25,14 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-import json
 import logging
 import math
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
+from environments.atropos_runtime import fast_json
 from environments.atropos_runtime.server_health import (
     Outage,
     call_until_back,
@@ -42,12 +42,16 @@ from environments.atropos_runtime.server_health import (
 )
 from environments.atropos_runtime.tls import verify_for
 
+if TYPE_CHECKING:
+    import aiohttp  # imported where a session is made: ~150 ms of every start otherwise (lazy_imports)
+
 log = logging.getLogger("rlvr")
 # what a run-api outage means for the env, whichever caller (status poll or a send) finds it first
 RUN_API_WAITS_FOR = "rollouts pause until it is back (scored groups are held, not dropped)"
-# run-api answers its small calls at once: 5 s without an answer is a hung server (a scored group's
-# POST gets longer, see _send_scored_data_to_api)
-RUN_API_TIMEOUT = httpx.Timeout(5.0, write=60.0)
+# run-api answers its small calls at once: 5 s without a connection or a byte of the answer is a hung
+# server; a scored group's POST gets SCORED_POST_TIMEOUT_S in all (see _post_scored)
+RUN_API_TIMEOUT_S = 5.0
+SCORED_POST_TIMEOUT_S = 300.0
 STATUS_FRESH_S = 0.5  # a status poll this recent stands for "run-api knows this env" (see the send)
 
 
@@ -64,26 +68,52 @@ class RunApiClient:
     hopeless: str
     _outage: Outage | None
     _last_summary: float
-    _api_http: httpx.AsyncClient | None = None
+    _api_http: aiohttp.ClientSession | None = None
     _api_http_loop: asyncio.AbstractEventLoop | None = None
     _status_ok_at: float = -math.inf  # when a status poll last found this env known to run-api
     sent_since_status: int = 0  # groups posted since the last status poll was asked (serve_loop)
 
-    def _run_api_http(self) -> httpx.AsyncClient:
-        """One keep-alive client for this env's own run-api calls (on the running loop). A client per
-        call built a TLS context each time: half of serve's CPU, with a check before every group."""
+    def _run_api_http(self) -> aiohttp.ClientSession:
+        """One keep-alive aiohttp session for this env's own run-api calls (on the running loop).
+        A client per call built a TLS context each time (half of serve's CPU, with a check before
+        every group); httpx's keep-alive client still cost ~3x aiohttp's CPU per scored group, a
+        third of serve's env CPU (`benchmarks/env_overhead_bench.py`)."""
         loop = asyncio.get_running_loop()
-        if self._api_http is None or self._api_http.is_closed or self._api_http_loop is not loop:
+        if self._api_http is None or self._api_http.closed or self._api_http_loop is not loop:
+            import aiohttp
+
             url = self.config.rollout_server_url
-            self._api_http = httpx.AsyncClient(  # a hung run-api is found in seconds, as a hung vLLM is
-                timeout=RUN_API_TIMEOUT, trust_env=False, verify=verify_for(url, trust_env=False)
+            self._api_http = aiohttp.ClientSession(  # a hung run-api is found in seconds, as a hung vLLM is
+                timeout=aiohttp.ClientTimeout(
+                    total=None, connect=RUN_API_TIMEOUT_S, sock_read=RUN_API_TIMEOUT_S
+                ),
+                connector=aiohttp.TCPConnector(ssl=verify_for(url, trust_env=False)),
             )
             self._api_http_loop = loop
         return self._api_http
 
+    async def _api_call(
+        self, method: str, path: str, *, body: Any = None, timeout: float | None = None
+    ) -> tuple[int, bytes]:
+        """(status, body) of one run-api call; `body` is sent as JSON. Connection failures and
+        timeouts raise (aiohttp's errors, `asyncio.TimeoutError`), an HTTP error status does not."""
+        import aiohttp
+
+        data = None if body is None else fast_json.dumps(body)
+        # no `timeout` argument keeps the session's 5 s limits (aiohttp reads timeout=None as "none")
+        limits = {} if timeout is None else {"timeout": aiohttp.ClientTimeout(total=timeout)}
+        async with self._run_api_http().request(
+            method,
+            f"{self.config.rollout_server_url}/{path}",
+            data=data,
+            headers=JSON_HEADERS if data is not None else None,
+            **limits,
+        ) as resp:
+            return resp.status, await resp.read()
+
     async def close_run_api_http(self) -> None:
         if self._api_http is not None and self._api_http_loop is asyncio.get_running_loop():
-            await self._api_http.aclose()
+            await self._api_http.close()
         self._api_http = None
 
     def _api_outage(self) -> Outage:
@@ -101,9 +131,10 @@ class RunApiClient:
             "min_batch_allocation": self.config.min_batch_allocation,
             "group_size": self.config.group_size,
         }
-        resp = await self._run_api_http().post(f"{self.config.rollout_server_url}/register-env", json=body)
-        resp.raise_for_status()
-        return resp.json()
+        status, raw = await self._api_call("POST", "register-env", body=body)
+        if status >= 400:
+            raise RunApiStatusError(status, "/register-env", raw)
+        return fast_json.loads(raw)
 
     async def register_env(self) -> None:
         """Register with run-api, saying what is wrong and what it waits for: run-api not answering
@@ -161,14 +192,14 @@ class RunApiClient:
         waits_for = RUN_API_WAITS_FOR
         try:
             await call_until_back(once, self._api_outage(), waits_for=waits_for)
-        except httpx.HTTPStatusError as exc:
-            if exc.response.status_code < 500:
+        except RunApiStatusError as exc:
+            if exc.status < 500:
                 raise
             log.warning(
                 "run-api at %s answered %s to /status-env: it no longer knows env %s (restarted?); "
                 "registering again",
                 self.config.rollout_server_url,
-                exc.response.status_code,
+                exc.status,
                 self.env_id,
             )
             await self.register_env()
@@ -178,15 +209,14 @@ class RunApiClient:
     async def _fetch_status(self) -> None:
         """atroposlib's `get_status` body (status, env weight, worker cap) on the keep-alive client:
         upstream opens an aiohttp session and a connection for it on every pass of the serve loop.
-        An HTTP error status raises `httpx.HTTPStatusError`."""
+        An HTTP error status raises `RunApiStatusError`."""
         self._status_ok_at = -math.inf
         self.sent_since_status = 0  # a group sent while this poll is in flight counts twice: safe side
-        resp = await self._run_api_http().request(
-            "GET", f"{self.config.rollout_server_url}/status-env", json={"env_id": self.env_id}
-        )
-        resp.raise_for_status()
+        status, raw = await self._api_call("GET", "status-env", body={"env_id": self.env_id})
+        if status >= 400:
+            raise RunApiStatusError(status, "/status-env", raw)
         self._status_ok_at = time.monotonic()
-        self.status_dict = resp.json()
+        self.status_dict = fast_json.loads(raw)
         max_num_workers = self.config.max_num_workers
         if max_num_workers == -1:
             max_num_workers = self.config.max_num_workers_per_node * len(self.server.servers)
@@ -220,9 +250,11 @@ class RunApiClient:
         for group in scored_data if isinstance(scored_data, list) else [scored_data]:
             group["env_id"] = getattr(self, "env_id", None)
         path = "scored_data_list" if isinstance(scored_data, list) else "scored_data"
+        import aiohttp
+
         url = f"{self.config.rollout_server_url}/{path}"
         if _token_count(scored_data) <= INLINE_TOKENS:
-            body, headers = encode_scored(scored_data)  # ~1 ms: less than a hand-off to a thread
+            body, headers = encode_scored(scored_data)  # well under 1 ms: less than a hand-off to a thread
         else:
             body, headers = await asyncio.to_thread(encode_scored, scored_data)
         retrying = AsyncRetrying(
@@ -231,28 +263,33 @@ class RunApiClient:
             retry=retry_if_exception(lambda exc: not is_connect_error(exc)),
             reraise=True,
         )
+        timeout = aiohttp.ClientTimeout(total=SCORED_POST_TIMEOUT_S, connect=RUN_API_TIMEOUT_S)
         async for attempt in retrying:
             with attempt:
-                resp = await self._run_api_http().post(url, content=body, headers=headers, timeout=300)
-                if resp.status_code >= 500:
-                    raise RunApiServerError(f"run-api answered {resp.status_code} to /{path}")
-        if resp.status_code < 400:
+                async with self._run_api_http().post(
+                    url, data=body, headers=headers, timeout=timeout
+                ) as resp:
+                    status, answer = resp.status, await resp.read()
+                if status >= 500:
+                    raise RunApiServerError(f"run-api answered {status} to /{path}")
+        if status < 400:
             self.sent_since_status += len(scored_data) if isinstance(scored_data, list) else 1
-        if resp.status_code >= 400:
-            log.error("run-api refused a scored group (%s): %s", resp.status_code, resp.text[:300])
-            self.drops[f"run-api refused ({resp.status_code})"] += 1
+        else:
+            log.error(
+                "run-api refused a scored group (%s): %s", status, answer[:300].decode(errors="replace")
+            )
+            self.drops[f"run-api refused ({status})"] += 1
 
     async def _env_known(self) -> bool:
+        import aiohttp
+
         try:
-            resp = await self._run_api_http().request(
-                "GET",
-                f"{self.config.rollout_server_url}/status-env",
-                json={"env_id": self.env_id},
-                timeout=10,
-            )
-        except httpx.HTTPError:
+            status, _ = await self._api_call("GET", "status-env", body={"env_id": self.env_id}, timeout=10)
+        except Exception as exc:  # noqa: BLE001 - any failure to answer means "not known (yet)"
+            if not is_connect_error(exc) and not isinstance(exc, aiohttp.ClientError):
+                raise
             return False
-        return resp.status_code == 200
+        return status == 200
 
     async def env_step_checks(self) -> None:
         """Stop cleanly when the inference server is down under `on_server_down=stop`, and log one
@@ -291,6 +328,17 @@ class RunApiServerError(Exception):
     """run-api answered a scored group with a 5xx (tried again, as atroposlib does)."""
 
 
+class RunApiStatusError(Exception):
+    """run-api answered a call with an HTTP error status (`status`; the start of its body in the message)."""
+
+    def __init__(self, status: int, path: str, body: bytes) -> None:
+        super().__init__(f"run-api answered {status} to {path}: {body[:200].decode(errors='replace')}")
+        self.status = status
+
+
+JSON_HEADERS = {"Content-Type": "application/json"}
+
+
 SCORED_GZIP_LEVEL = 1  # ~15x less CPU than upstream's level 9 for a ~12% larger body (JSON of ids)
 
 
@@ -298,26 +346,16 @@ INLINE_TOKENS = 8192  # groups up to this many tokens are encoded on the loop
 
 
 def encode_scored(payload: Any) -> tuple[bytes, dict[str, str]]:
-    """The body and headers of a scored-data POST, as atroposlib's `_post_json_with_compression`
-    builds them (JSON; gzip from 1 KiB when that is smaller), at `SCORED_GZIP_LEVEL`."""
-    body = dumps_in_pieces(payload).encode()
-    headers = {"Content-Type": "application/json"}
+    """The body and headers of a scored-data POST: the JSON atroposlib's `_post_json_with_compression`
+    sends (`fast_json`: the same value, compact), gzipped from 1 KiB when that is smaller, at
+    `SCORED_GZIP_LEVEL`."""
+    body = fast_json.dumps(payload)
+    headers = dict(JSON_HEADERS)
     if len(body) >= 1024:
         packed = gzip.compress(body, compresslevel=SCORED_GZIP_LEVEL)
         if len(packed) < len(body):
             body, headers["Content-Encoding"] = packed, "gzip"
     return body, headers
-
-
-def dumps_in_pieces(value: Any) -> str:
-    """`json.dumps(value)`, the same text, built from one `json.dumps` per innermost list: one call
-    on a whole group holds the GIL throughout (~45 ms for 16 x 4k tokens), so the event loop could
-    not run even while a worker thread encoded it; between pieces the GIL changes hands."""
-    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-        return "{" + ", ".join(f"{json.dumps(k)}: {dumps_in_pieces(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, list) and value and all(isinstance(v, (list, dict)) for v in value):
-        return "[" + ", ".join(dumps_in_pieces(v) for v in value) + "]"
-    return json.dumps(value)
 
 
 def _token_count(scored_data: Any) -> int:

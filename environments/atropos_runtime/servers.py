@@ -18,7 +18,6 @@ Which class a run uses (`server_class_for`):
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Literal
@@ -31,6 +30,7 @@ from atroposlib.envs.server_handling.sglang_server import SGLangServer
 from atroposlib.envs.server_handling.trl_vllm_server import TrlVllmServer
 from atroposlib.envs.server_handling.vllm_server import VLLMServer
 
+from environments.atropos_runtime import fast_json
 from environments.atropos_runtime.completion_batcher import CompletionBatcher, Deliver
 from environments.atropos_runtime.tls import verify_for
 from environments.atropos_runtime.token_completions import (
@@ -44,6 +44,7 @@ STREAM_INTERVAL = 1 << 20
 """Tokens per streamed chunk asked of vLLM (its per-request `stream_interval`; a server without it
 ignores the field): a choice streams only its first and last chunk, so a batch pays two chunks per
 choice instead of one per token, and each prompt is still handed over the moment it finishes."""
+JSON_BODY = {"Content-Type": "application/json"}  # a request body made by fast_json.dumps
 
 
 class VLLMTokenServer(VLLMServer):
@@ -144,22 +145,22 @@ class VLLMTokenServer(VLLMServer):
         }
         url = self.config.base_url.rstrip("/") + "/completions"
         if len(prompts) == 1:
-            async with self._client().post(url, json=body) as response:
+            async with self._client().post(url, data=fast_json.dumps(body), headers=JSON_BODY) as response:
                 raw = await response.read()
                 if response.status != 200:
                     text = raw.decode(errors="replace")
                     raise InferenceError(f"vLLM /completions returned {response.status}: {text[:300]}")
-            deliver(0, parse_token_completions(json.loads(raw), prompts, n)[0])
+            deliver(0, parse_token_completions(fast_json.loads(raw), prompts, n)[0])
             return
         stream = StreamedChoices(prompts, n, deliver)
         body = {**body, "stream": True, "stream_interval": STREAM_INTERVAL}
-        async with self._client().post(url, json=body) as response:
+        async with self._client().post(url, data=fast_json.dumps(body), headers=JSON_BODY) as response:
             if response.status != 200:
                 text = (await response.read()).decode(errors="replace")
                 raise InferenceError(f"vLLM /completions returned {response.status}: {text[:300]}")
             async for line in sse_lines(response.content.iter_any()):
                 if line.startswith(b"data: {"):
-                    stream.add(json.loads(line[6:]))
+                    stream.add(fast_json.loads(line[6:]))
 
 
 async def sse_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:

@@ -137,7 +137,7 @@ class SnapshotTokenizer:
         return self._backend.encode(text, add_special_tokens=add_special_tokens).ids
 
     def decode(self, token_ids: Any, skip_special_tokens: bool = False, **kwargs: Any) -> Any:
-        plain = isinstance(token_ids, list | tuple) and all(type(t) is int for t in token_ids)
+        plain = isinstance(token_ids, list | tuple) and set(map(type, token_ids)) <= {int}  # C speed
         if kwargs or not plain:
             return self.real.decode(token_ids, skip_special_tokens=skip_special_tokens, **kwargs)
         return self._backend.decode(list(token_ids), skip_special_tokens=skip_special_tokens)

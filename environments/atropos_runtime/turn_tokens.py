@@ -26,8 +26,8 @@ model output `<|im_end|>`) gets a word joiner (U+2060) after its first character
 text and can never forge a turn boundary.
 
 `assemble` builds the trained sequence (assistant ids masked in with their sampled logprobs, all else
--100 with logprob 1.0); `segment_violations` checks that the masked-in runs decode to exactly the
-assistant turns and the masked-out runs to exactly the rendered prompt and environment turns.
+-100 with logprob 1.0); `segment_violations` checks that the masked-in runs are exactly the
+assistant turns and the masked-out runs exactly the rendered prompt and environment turns.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ class ChatTokens:
     def assistant(self, ids: Sequence[int], logprobs: Sequence[float]) -> Segment:
         if len(ids) != len(logprobs):
             raise ValueError(f"{len(ids)} sampled ids but {len(logprobs)} logprobs")
-        return Segment("assistant", tuple(ids), self.decode(ids), tuple(float(x) for x in logprobs))
+        return Segment("assistant", tuple(ids), self.decode(ids), tuple(map(float, logprobs)))
 
     def content(self, segment: Segment) -> str:
         """The assistant message text of a sampled turn (special tokens removed)."""
@@ -204,31 +204,40 @@ def assemble(segments: Sequence[Segment]) -> tuple[list[int], list[int], list[fl
 def segment_violations(
     chat: ChatTokens, segments: Sequence[Segment], tokens: Sequence[int], masks: Sequence[int]
 ) -> list[str]:
-    """Decoding the masked-in runs of `tokens` must give exactly the assistant turns, and the
-    masked-out runs exactly the rendered prompt and environment turns (adjacent ones joined)."""
-    if list(tokens) != [t for seg in segments for t in seg.ids]:
+    """`tokens` must be the episode's segments' ids in order, masked in exactly on the assistant turns
+    (one run per turn) and out on the prompt and environment turns (adjacent ones form one run), and
+    each run must decode to its segments' text. A segment's `text` is `decode(ids)`, checked when it
+    was made (`ChatTokens.assistant` decodes its ids, `_encoded` checks the round trip), so only a run
+    of several segments is decoded again: joined texts can differ from joined ids' decoding (a
+    character split across two segments)."""
+    flat = [t for seg in segments for t in seg.ids]
+    if list(tokens) != flat:
         return ["tokens are not the concatenation of the episode's segments"]
-    runs: list[tuple[bool, list[int]]] = []
-    for tok, mask in zip(tokens, masks, strict=True):
-        trained = mask != -100
-        if not runs or runs[-1][0] != trained:
-            runs.append((trained, []))
-        runs[-1][1].append(tok)
-    expected: list[tuple[bool, str]] = []
+    if len(masks) != len(flat):
+        return [f"{len(masks)} masks for {len(flat)} tokens"]
+    runs: list[tuple[bool, list[Segment]]] = []  # (trained, segments) per expected run
     for seg in segments:
         trained = seg.kind == "assistant"
-        if expected and expected[-1][0] == trained and not trained:
-            expected[-1] = (False, expected[-1][1] + seg.text)
+        if runs and runs[-1][0] == trained and not trained:
+            runs[-1][1].append(seg)
         elif seg.ids:
-            expected.append((trained, seg.text))
-    got = [(trained, chat.decode(ids)) for trained, ids in runs]
-    if got == expected:
-        return []
-    for k, (g, e) in enumerate(zip(got, expected, strict=False)):
-        if g != e:
-            what = "assistant turn" if e[0] else "prompt/environment text"
-            return [f"run {k} ({what}) decodes to {g[1][:60]!r}, expected {e[1][:60]!r}"]
-    return [f"{len(got)} masked runs but {len(expected)} expected segments"]
+            runs.append((trained, [seg]))
+    if any(a[0] and b[0] for a, b in zip(runs, runs[1:], strict=False)):
+        return ["two assistant turns with no prompt or environment ids between them form one masked run"]
+    want = [trained for trained, segs in runs for seg in segs for _ in seg.ids]
+    got = [m != -100 for m in masks]
+    if got != want:
+        at = next(k for k, (g, w) in enumerate(zip(got, want, strict=True)) if g != w)
+        side = ("in", "out") if got[at] else ("out", "in")
+        return [f"token {at} is masked {side[0]}, but its segment is masked {side[1]}"]
+    for k, (trained, segs) in enumerate(runs):
+        if len(segs) > 1:
+            text = chat.decode([t for seg in segs for t in seg.ids])
+            expected = "".join(seg.text for seg in segs)
+            if text != expected:
+                what = "assistant turn" if trained else "prompt/environment text"
+                return [f"run {k} ({what}) decodes to {text[:60]!r}, expected {expected[:60]!r}"]
+    return []
 
 
 def _template_message(message: Message) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """serve's run-api client: its own calls (the check before every group, registration, the scored
 groups) share one keep-alive connection; a client per call built a TLS context each time (half of
-serve's CPU). A scored group's body is built off the event loop and reaches the real run-api."""
+serve's CPU). A large scored group's body is built off the event loop and reaches the real run-api;
+an HTTP error status is told apart from a run-api that does not answer."""
 
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ from tests.integration.test_modes_on_vllm import register_trainer
 
 
 class CountingServer:
-    """A loopback HTTP/1.1 server answering every request 200 `{"status": "success"}` on keep-alive
+    """A loopback HTTP/1.1 server answering every request `{"status": "success"}` (200 unless told) on keep-alive
     connections, counting the connections it accepted and the requests it read."""
 
-    def __init__(self, scored_statuses: tuple[int, ...] = ()) -> None:
+    def __init__(self, scored_statuses: tuple[int, ...] = (), other_status: bytes = b"200 OK") -> None:
+        self.other_status = other_status  # the answer to every other request
         self.connections = 0
         self.requests = 0
         self.scored_statuses = list(scored_statuses)  # the answers to scored-data posts, in turn
@@ -48,7 +50,7 @@ class CountingServer:
                     next((int(v) for k, _, v in fields if k.lower() == b"content-length"), 0)
                 )
                 self.requests += 1
-                status = b"200 OK"
+                status = self.other_status
                 if b" /scored_data" in head.split(b"\r\n")[0]:
                     self.scored.append((head, data))
                     if self.scored_statuses:
@@ -124,7 +126,7 @@ async def test_scored_groups_reach_the_real_run_api_gzipped_and_encoded_off_the_
     assert all(g["env_id"] == env.env_id for g in batch)
 
 
-def test_the_body_is_built_in_pieces_but_is_exactly_json_dumps():
+def test_the_body_means_exactly_what_json_dumps_means():
     odd = {
         "tokens": [[1, 2], [], [3]],
         "scores": [0.5, float("nan"), -1e300],
@@ -134,9 +136,12 @@ def test_the_body_is_built_in_pieces_but_is_exactly_json_dumps():
         "empty": {},
         "none": None,
         "nested": {"x": [[[1, 2], [3]], [[4]]]},
+        "logprobs": [[-0.5, float("-inf")]],
     }
     for value in (odd, [odd, group(2, 3, seed=1)], [], [[]], group(4, 50, seed=2), "s", 7):
-        assert serve_api.dumps_in_pieces(value) == json.dumps(value), value
+        body, headers = serve_api.encode_scored(value)
+        text = gzip.decompress(body) if headers.get("Content-Encoding") == "gzip" else body
+        assert json.dumps(json.loads(text)) == json.dumps(json.loads(json.dumps(value))), value
 
 
 def test_a_scored_body_is_atroposlibs_json_gzipped_from_one_kib():
@@ -185,4 +190,19 @@ async def test_status_polls_of_the_real_run_api_set_what_upstreams_get_status_se
     assert env.status_dict["current_step"] == 0 and "queue_size" in env.status_dict
     assert env.max_num_workers == 6  # -1: per node x servers, as upstream computes it
     assert len(weights) == 3 and weights[0] == env.status_dict["env_weight"]
-    assert client is not None and client.is_closed  # the polls ran on the one keep-alive client
+    assert client is not None and client.closed  # the polls ran on the one keep-alive session
+
+
+async def test_an_error_status_is_not_an_outage_and_a_status_poll_says_which():
+    server = CountingServer(other_status=b"404 Not Found")
+    async with server as url:
+        env = client_for(url)
+        env.config.status_every_s = 30
+        try:
+            await env.get_status()
+        except serve_api.RunApiStatusError as exc:
+            assert exc.status == 404 and "success" in str(exc)  # the status and the start of the body
+        else:
+            raise AssertionError("a 404 to /status-env must raise, not be waited out")
+        assert not await env._env_known()
+        await env.close_run_api_http()

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from environments.atropos_runtime.local_model import build_tiny_tokenizer
-from environments.atropos_runtime.turn_tokens import ChatTokens, TemplateError, assemble, segment_violations
+from environments.atropos_runtime.turn_tokens import (
+    ChatTokens,
+    Segment,
+    TemplateError,
+    assemble,
+    segment_violations,
+)
 
 # A Qwen3-style template: earlier assistant turns lose their <think> block when a user message follows
 THINK_DROPPING = (
@@ -73,6 +79,34 @@ def test_shifted_masks_and_foreign_tokens_are_violations(tok):
     shifted = masks[: start - 1] + [tokens[start - 1]] + masks[start:]
     assert segment_violations(chat, segments, tokens, shifted)
     assert segment_violations(chat, segments, tokens[:-1] + [5], masks)
+
+
+def test_every_kind_of_misaligned_sequence_is_a_violation(tok):
+    chat = ChatTokens(tok)
+    a = turn(chat, "four")
+    prompt = chat.prompt([{"role": "user", "content": "q"}])
+    env = chat.env_turn(a, [{"role": "user", "content": "no"}])[0]
+    segments = [prompt, a, env, turn(chat, "five")]
+    tokens, masks, _ = assemble(segments)
+    assert segment_violations(chat, segments, tokens, masks[:-1]) == [
+        f"{len(masks) - 1} masks for {len(masks)} tokens"
+    ]
+    inside = masks.index(next(m for m in masks if m != -100)) + 1  # an assistant token masked out
+    (problem,) = segment_violations(chat, segments, tokens, masks[:inside] + [-100] + masks[inside + 1 :])
+    assert problem == f"token {inside} is masked out, but its segment is masked in"
+    glued = [prompt, a, Segment("env", (), ""), turn(chat, "five")]  # two assistant turns in one run
+    tokens, masks, _ = assemble(glued)
+    assert "one masked run" in segment_violations(chat, glued, tokens, masks)[0]
+
+
+def test_a_character_split_across_joined_segments_is_decoded_and_caught(tok):
+    chat = ChatTokens(tok)
+    ids = chat.encode("é")  # the tiny tokenizer is byte-level: two ids for one character
+    assert len(ids) == 2
+    halves = [Segment("prompt", ids[:1], chat.decode(ids[:1])), Segment("env", ids[1:], chat.decode(ids[1:]))]
+    tokens, masks, _ = assemble(halves)
+    (problem,) = segment_violations(chat, halves, tokens, masks)
+    assert problem.startswith("run 0 (prompt/environment text) decodes to 'é'")
 
 
 # Tool results are only valid after a message with tool_calls (as in many tool-calling templates)
