@@ -17,7 +17,9 @@ math-verify `parse`/`verify` inline, as its gsm8k example does). Modes:
   * process: `--env.total_steps` groups written to a JSONL file; rollouts/s over the middle of the
     run (from 10% to 90% of the output file's final size, so start-up and shut-down are left out).
 Env CPU = user + system time of the environment process alone (`/proc/PID/stat`, all its threads;
-not run-api, not the server, not the trainer), over the same window, per rollout. `+workers` adds
+not run-api, not the server, not the trainer), over the same window, per rollout. `server` and
+`run-api` are the instant server's and run-api's CPU per rollout over that window: on a 2-core
+machine they share the cores with the env, so they bound the rollouts/s either env can reach. `+workers` adds
 the env's child processes (the math rubric's CAS workers). `BENCH_ENV_PREFIX` (e.g. `py-spy record
 -f raw -o prof.txt --`) runs each env under a profiler (its CPU figures are then the profiler's).
 
@@ -90,6 +92,8 @@ class Result:
     env_ms: float  # env process CPU per rollout
     workers_ms: float  # its child processes' CPU per rollout
     rollouts: int
+    server_ms: float = 0.0  # the instant inference server's CPU per rollout
+    api_ms: float = 0.0  # run-api's CPU per rollout (serve)
 
 
 @dataclass
@@ -145,7 +149,9 @@ def stop(*procs: subprocess.Popen | None) -> None:
                 pass
 
 
-def run_serve(which: str, case: Case, server: str, model: str, rollouts: int, tmp: Path) -> Result:
+def run_serve(
+    which: str, case: Case, server: str, model: str, rollouts: int, tmp: Path, server_pid: int
+) -> Result:
     batches = max(3, rollouts // BATCH)
     api_proc, api = start_run_api(tmp / f"run-api-{which.replace('/', '-')}.log")
     log = tmp / f"serve-{which.replace('/', '-')}.log"
@@ -159,26 +165,35 @@ def run_serve(which: str, case: Case, server: str, model: str, rollouts: int, tm
         cmd = env_cmd(which, case, server, model, batches + 50, ["--env.rollout_server_url", api])
         env_proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, env=environ(which, case),
                                     cwd=ROOT)  # fmt: skip
-        marks: list[tuple[float, float, float, int]] = []  # (time, env cpu, children cpu, rollouts)
+        marks: list[
+            tuple[float, float, float, int, float, float]
+        ] = []  # (time, env, children, rollouts, server, api)
         deadline = time.monotonic() + 900
         with httpx.Client(timeout=30) as client:
             while len(marks) < batches + 1:
                 batch = client.get(api + "/batch").json().get("batch")
                 if batch:
                     cpu, kids = cpu_pair(env_proc.pid)
-                    marks.append((time.monotonic(), cpu, kids, sum(len(g["tokens"]) for g in batch)))
+                    n = sum(len(g["tokens"]) for g in batch)
+                    marks.append(
+                        (time.monotonic(), cpu, kids, n, proc_cpu(server_pid), cpu_pair(api_proc.pid)[0])
+                    )
                     continue
                 if env_proc.poll() is not None or time.monotonic() > deadline:
                     raise SystemExit(f"{which} serve stopped early:\n{log.read_text()[-3000:]}")
                 time.sleep(0.01)  # a trainer polls /batch
     finally:
         stop(env_proc, api_proc)
-    (t0, c0, k0, _), (t1, c1, k1, _) = marks[0], marks[-1]
+    (t0, c0, k0, _, s0, a0), (t1, c1, k1, _, s1, a1) = marks[0], marks[-1]
     n = sum(m[3] for m in marks[1:])
-    return Result(n / (t1 - t0), (c1 - c0) / n * 1e3, (k1 - k0) / n * 1e3, n)
+    return Result(
+        n / (t1 - t0), (c1 - c0) / n * 1e3, (k1 - k0) / n * 1e3, n, (s1 - s0) / n * 1e3, (a1 - a0) / n * 1e3
+    )
 
 
-def run_process(which: str, case: Case, server: str, model: str, rollouts: int, tmp: Path) -> Result:
+def run_process(
+    which: str, case: Case, server: str, model: str, rollouts: int, tmp: Path, server_pid: int
+) -> Result:
     groups = max(4, rollouts // GROUP)
     out = tmp / f"{which.replace('/', '-')}-{case.label.replace(' ', '-')}-{time.monotonic_ns()}.jsonl"
     log = out.with_suffix(".log")
@@ -186,13 +201,13 @@ def run_process(which: str, case: Case, server: str, model: str, rollouts: int, 
     proc = subprocess.Popen(
         cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, env=environ(which, case), cwd=ROOT
     )
-    samples: list[tuple[float, float, float, int]] = []  # (time, env cpu, children cpu, output bytes)
+    samples: list[tuple[float, float, float, int, float]] = []  # (time, env, children, output bytes, server)
 
     def poll() -> None:
         while proc.poll() is None:
             size = out.stat().st_size if out.exists() else 0
             cpu, kids = cpu_pair(proc.pid)
-            samples.append((time.monotonic(), cpu, kids, size))
+            samples.append((time.monotonic(), cpu, kids, size, proc_cpu(server_pid)))
             time.sleep(0.02)
 
     poller = threading.Thread(target=poll, daemon=True)
@@ -210,7 +225,8 @@ def run_process(which: str, case: Case, server: str, model: str, rollouts: int, 
     n = (hi[3] - lo[3]) / final * groups * GROUP  # output bytes are proportional to rollouts
     if n <= 0 or hi[0] <= lo[0]:
         raise SystemExit(f"{which} process: too few rollouts to measure a window ({groups} groups)")
-    return Result(n / (hi[0] - lo[0]), (hi[1] - lo[1]) / n * 1e3, (hi[2] - lo[2]) / n * 1e3, round(n))
+    return Result(n / (hi[0] - lo[0]), (hi[1] - lo[1]) / n * 1e3, (hi[2] - lo[2]) / n * 1e3, round(n),
+                  (hi[4] - lo[4]) / n * 1e3)  # fmt: skip
 
 
 def start_instant_server(model: str, tmp: Path) -> tuple[subprocess.Popen, str]:
@@ -246,11 +262,12 @@ def run_cases(cases: list[Case], rollouts: int, repeats: int, model: str, tmp: P
                 order = list(envs) if r % 2 == 0 else list(reversed(envs))
                 for which in order:
                     run = run_serve if case.mode == "serve" else run_process
-                    res = run(which, case, url, model, rollouts, tmp)
+                    res = run(which, case, url, model, rollouts, tmp, server.pid)
                     results.setdefault((case.label, which), []).append(res)
                     loads.append(loadavg())
                     print(f"  {case.label:28} {which:10} {res.rollouts_s:8.1f} rollouts/s  env {res.env_ms:6.3f} ms"
-                          f"/rollout  +workers {res.workers_ms:6.3f} ms  (load {loads[-1]})", flush=True)  # fmt: skip
+                          f"/rollout  +workers {res.workers_ms:6.3f} ms  server {res.server_ms:6.3f} ms  run-api {res.api_ms:6.3f} ms"
+                          f"  (load {loads[-1]})", flush=True)  # fmt: skip
     finally:
         stop(server)
     return results, loads
@@ -261,7 +278,8 @@ def report(cases: list[Case], results: dict[tuple[str, str], list[Result]], load
     print(f"\nenv overhead: instant vLLM-format server, group {GROUP}, {TOKENS} tokens/turn, ~{args.rollouts} "
           f"rollouts per run, {args.repeats} runs per env (alternated); {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
           f"1-min load average during the runs: {min(loads, key=float)}-{max(loads, key=float)}\n")  # fmt: skip
-    head = f"{'case':26} {'env':11} {'rollouts/s (median; runs)':32} {'env CPU ms/rollout':19} {'+workers ms':11}"
+    head = (f"{'case':26} {'env':11} {'rollouts/s (median; runs)':32} {'env CPU ms/rollout':19} {'+workers ms':11} "
+            f"{'server ms':9} {'run-api ms':10}")  # fmt: skip
     print(head)
     for case in cases:
         for which in envs:
@@ -272,7 +290,8 @@ def report(cases: list[Case], results: dict[tuple[str, str], list[Result]], load
             med = statistics.median(r.rollouts_s for r in rows)
             print(f"{case.label:26} {which:11} {med:8.1f} ({rates}){'':{max(0, 21 - len(rates))}} "
                   f"{statistics.median(r.env_ms for r in rows):10.3f}{'':9} "
-                  f"{statistics.median(r.workers_ms for r in rows):8.3f}")  # fmt: skip
+                  f"{statistics.median(r.workers_ms for r in rows):8.3f}    "
+                  f"{statistics.median(r.server_ms for r in rows):8.3f}  {statistics.median(r.api_ms for r in rows):8.3f}")  # fmt: skip
         ours, theirs = results.get((case.label, "rlvr-envs")), results.get((case.label, "atroposlib"))
         if ours and theirs:
             ratios = [o.rollouts_s / t.rollouts_s for o, t in zip(ours, theirs, strict=True)]

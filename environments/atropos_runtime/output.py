@@ -104,8 +104,9 @@ def token_counts(masks: list[int] | None) -> tuple[int | None, int | None]:
     an episode's environment turns count in neither. (None, None) without token ids."""
     if masks is None:
         return None, None
-    prompt = next((i for i, m in enumerate(masks) if m != -100), len(masks))
-    return prompt, sum(1 for m in masks if m != -100)
+    masked = masks.count(-100)
+    prompt = next((i for i, m in enumerate(masks) if m != -100), len(masks)) if masked else 0
+    return prompt, len(masks) - masked
 
 
 def sample_record(rollout: Any, result: Any) -> dict[str, Any]:

@@ -41,10 +41,10 @@ def prompt_samples(choices: list[dict[str, Any]], prompt: list[int]) -> Samples:
             raise InferenceError("response lacks token_ids/logprobs: is this a vLLM OpenAI server?")
         if len(ids) != len(logprobs):
             raise InferenceError(f"{len(ids)} token ids but {len(logprobs)} logprobs")
-        if any(lp is None for lp in logprobs):
+        if None in logprobs:
             raise InferenceError("a sampled token has no logprob")
-        ids_list.append([int(t) for t in ids])
-        lps_list.append([float(lp) for lp in logprobs])
+        ids_list.append(list(map(int, ids)))
+        lps_list.append(list(map(float, logprobs)))
         reasons.append(choice.get("finish_reason") or "stop")
     return ids_list, lps_list, reasons
 

@@ -35,6 +35,14 @@ def good_group() -> dict:
 def test_sound_group_passes():
     assert group_violations(good_group()) == []
     check_group(good_group())
+    group = good_group()  # tuples, int logprobs and float subclasses are sound too
+    group["tokens"][0], group["inference_logprobs"][1] = tuple(group["tokens"][0]), [1.0, 1.0, 1.0, 0, -1]
+
+    class Logprob(float):
+        pass
+
+    group["inference_logprobs"][0] = [1.0] * 3 + [Logprob(-0.5)] * 3
+    assert group_violations(group) == []
 
 
 @pytest.mark.parametrize(
@@ -49,6 +57,15 @@ def test_sound_group_passes():
         (lambda g: g["scores"].pop(), "sequences but 1 scores"),
         (lambda g: g.__setitem__("inference_logprobs", None), "no inference_logprobs"),
         (lambda g: g["scores"].__setitem__(0, float("inf")), "not a finite number"),
+        # what the fast C-level pass must hand to the per-position loop, each worded there
+        (lambda g: g["inference_logprobs"][0].__setitem__(4, float("-inf")), "not a finite value <= 0"),
+        (lambda g: g["inference_logprobs"][0].__setitem__(4, "-0.5"), "not a finite value <= 0"),
+        (lambda g: g["inference_logprobs"][0].__setitem__(4, None), "not a finite value <= 0"),
+        (lambda g: g["inference_logprobs"][0].__setitem__(0, "1.0"), "masked but logprob"),
+        (
+            lambda g: (g["tokens"][0].__setitem__(4, -100), g["masks"][0].__setitem__(4, -100)),
+            "masked but logprob",
+        ),
     ],
 )
 def test_each_violation_is_reported(mutate, needle):
@@ -68,6 +85,10 @@ def test_bos_eos_and_length_limits():
     group["tokens"][0][-2:] = [2, 2]
     group["masks"][0][-2:] = [2, 2]
     assert any("doubled EOS" in p for p in group_violations(group, eos_token_id=2))
+    group = good_group()
+    group["tokens"][0][3], group["tokens"][0][5] = 2, 2  # two EOS, not adjacent: sound
+    group["masks"][0][3], group["masks"][0][5] = 2, 2
+    assert group_violations(group, eos_token_id=2) == []
     assert any("max_token_len" in p for p in group_violations(good_group(), max_token_len=6))
     assert group_violations(good_group(), max_token_len=7) == []
 
