@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import math
+import random
+import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Literal
 
 import httpx
+import tenacity
 from atroposlib.envs.server_handling import vllm_server
 from atroposlib.envs.server_handling.openai_server import OpenAIServer
 from atroposlib.envs.server_handling.server_baseline import APIServer, APIServerConfig
@@ -45,6 +48,7 @@ STREAM_INTERVAL = 1 << 20
 ignores the field): a choice streams only its first and last chunk, so a batch pays two chunks per
 choice instead of one per token, and each prompt is still handed over the moment it finishes."""
 JSON_BODY = {"Content-Type": "application/json"}  # a request body made by fast_json.dumps
+TOKEN_CALL_ATTEMPTS = 3  # atroposlib's stop_after_attempt(3) on its token calls
 
 
 class VLLMTokenServer(VLLMServer):
@@ -110,6 +114,43 @@ class VLLMTokenServer(VLLMServer):
         if self._batcher is None or self._batcher.max_prompts != self.max_batch_prompts:
             self._batcher = CompletionBatcher(self._send_prompts, self.max_batch_prompts)
         return self._batcher
+
+    async def _tokens_and_logprobs_comp(
+        self, stat_dict: dict, **kwargs: Any
+    ) -> tuple[list, list, list, list]:
+        return await self._attempts(self.sem, stat_dict, kwargs)
+
+    async def _tokens_and_logprobs_comp_eval(
+        self, stat_dict: dict, **kwargs: Any
+    ) -> tuple[list, list, list, list]:
+        return await self._attempts(self.eval_sem, stat_dict, kwargs)
+
+    async def _attempts(
+        self, sem: Any, stat_dict: dict, kwargs: dict[str, Any]
+    ) -> tuple[list, list, list, list]:
+        """atroposlib's retried token call (`APIServer._tokens_and_logprobs_comp`: wait while the server
+        is marked unhealthy, take a slot of `sem`, count attempts and time the call; any Exception is
+        tried again, 3 attempts in all with tenacity's `wait_random_exponential(multiplier=1, max=10)`
+        between them, then `tenacity.RetryError` holding the last attempt) as a plain loop: tenacity's
+        wrapper cost ~20 us per call, and a multi-turn episode makes one call per turn."""
+        for attempt in range(1, TOKEN_CALL_ATTEMPTS + 1):
+            try:
+                while not self.server_healthy:
+                    await asyncio.sleep(1)  # atroposlib's protocol: poll the health flag
+                async with sem:
+                    if stat_dict.get("start") is None:
+                        stat_dict["start"] = time.time()
+                    stat_dict["attempts"] += 1
+                    completions = await self._tokens_and_logprobs_completion_wrapper(**kwargs)
+                    stat_dict["end"] = time.time()
+                    return completions
+            except Exception as exc:  # noqa: BLE001 - tried again, as atroposlib's @retry does
+                if attempt == TOKEN_CALL_ATTEMPTS:
+                    last = tenacity.Future(attempt)
+                    last.set_exception(exc)
+                    raise tenacity.RetryError(last) from exc
+                await asyncio.sleep(random.uniform(0, min(10.0, 2.0 ** (attempt - 1))))  # the backoff
+        raise AssertionError("unreachable")
 
     async def _tokens_and_logprobs_completion_wrapper(self, **kwargs: Any) -> tuple[list, list, list, list]:
         """Returns `(prompt_tokens, [output_ids], [output_logprobs], [finish_reasons])`, one per choice."""
