@@ -21,7 +21,8 @@ not run-api, not the server, not the trainer), over the same window, per rollout
 `run-api` are the instant server's and run-api's CPU per rollout over that window: on a 2-core
 machine they share the cores with the env, so they bound the rollouts/s either env can reach. `+workers` adds
 the env's child processes (the math rubric's CAS workers). `BENCH_ENV_PREFIX` (e.g. `py-spy record
--f raw -o prof.txt --`) runs each env under a profiler (its CPU figures are then the profiler's).
+-f raw -o prof.txt --`) runs each env under a profiler (its CPU figures are then the profiler's);
+`BENCH_ENV_ARGS` adds options to both envs' command lines.
 
     python benchmarks/env_overhead_bench.py [--modes serve,process] [--turns 1,3] [--rubrics trivial,math]
         [--rollouts 1024] [--repeats 2]
@@ -112,6 +113,7 @@ def env_cmd(which: str, case: Case, server: str, model: str, steps: int, extra: 
               "--env.group_size", str(GROUP), "--env.total_steps", str(steps),
               "--env.ensure_scores_are_not_same", "false", "--env.use_wandb", "false", *extra]  # fmt: skip
     prefix = os.environ.get("BENCH_ENV_PREFIX", "").split()  # e.g. a profiler: "py-spy record -o x --"
+    common += os.environ.get("BENCH_ENV_ARGS", "").split()  # e.g. "--env.max_concurrent_groups 64"
     if which == "rlvr-envs":
         kind = "single" if case.turns == 1 else "multi"
         return [*prefix, sys.executable, str(ROOT / "benchmarks" / "overhead_envs.py"), kind, case.mode, *common,
