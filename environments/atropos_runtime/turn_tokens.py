@@ -35,6 +35,8 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain, repeat
+from operator import ne
 from typing import Any, Literal
 
 Message = Mapping[str, Any]
@@ -210,7 +212,7 @@ def segment_violations(
     was made (`ChatTokens.assistant` decodes its ids, `_encoded` checks the round trip), so only a run
     of several segments is decoded again: joined texts can differ from joined ids' decoding (a
     character split across two segments)."""
-    flat = [t for seg in segments for t in seg.ids]
+    flat = list(chain.from_iterable(seg.ids for seg in segments))
     if list(tokens) != flat:
         return ["tokens are not the concatenation of the episode's segments"]
     if len(masks) != len(flat):
@@ -224,8 +226,8 @@ def segment_violations(
             runs.append((trained, [seg]))
     if any(a[0] and b[0] for a, b in zip(runs, runs[1:], strict=False)):
         return ["two assistant turns with no prompt or environment ids between them form one masked run"]
-    want = [trained for trained, segs in runs for seg in segs for _ in seg.ids]
-    got = [m != -100 for m in masks]
+    want = list(chain.from_iterable([trained] * len(seg.ids) for trained, segs in runs for seg in segs))
+    got = list(map(ne, masks, repeat(-100)))
     if got != want:
         at = next(k for k, (g, w) in enumerate(zip(got, want, strict=True)) if g != w)
         side = ("in", "out") if got[at] else ("out", "in")

@@ -311,3 +311,25 @@ def test_a_snapshot_pickles_as_the_real_tokenizer(tiny_model: Path):
         assert type(clone) is type(real) and clone.encode("what is 2 plus 2") == real.encode(
             "what is 2 plus 2"
         )
+
+
+def test_the_snapshots_render_is_jinjas_render_with_globals_and_errors():
+    """The snapshot renders without jinja's per-call merge of the globals: same text, same errors."""
+    from environments.atropos_runtime.tokenizer_snapshot import _jinja_environment, _render
+
+    template = _jinja_environment().from_string(
+        "{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}{{ m.role }}"
+        "{{ m.content | tojson }}{% endfor %}{{ ns.n }}{{ range(3) | list }}{{ bos_token }}"
+        "{% if bad %}{{ raise_exception('bad role: ' ~ messages[0].role) }}{% endif %}"
+    )
+    variables = {
+        "messages": [{"role": "a", "content": "é<"}, {"role": "b", "content": ""}],
+        "bos_token": "<s>",
+    }
+    assert _render(template, dict(template.globals), {**variables, "bad": False}) == template.render(
+        **variables, bad=False
+    )
+    with pytest.raises(Exception, match="bad role: a") as upstream:
+        template.render(**variables, bad=True)
+    with pytest.raises(type(upstream.value), match="bad role: a"):
+        _render(template, dict(template.globals), {**variables, "bad": True})
