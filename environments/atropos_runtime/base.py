@@ -497,9 +497,7 @@ class RubricEnv(RunApiClient, BaseEnv):
         try:
             await self.evaluate()
         finally:
-            await self.close_rubric()
-            await self.close_watcher()
-            await self.close_inference_http()
+            await self.aclose()
 
     async def until_stopped(self, awaitable: Any) -> Any:
         """`await awaitable`, unless the inference server goes down under `on_server_down=stop`:
@@ -533,6 +531,18 @@ class RubricEnv(RunApiClient, BaseEnv):
         if self.rubric is not None:
             await self.rubric.aclose()
             self.rubric = None
+
+    async def aclose(self) -> None:
+        """Release everything the env holds: the rubric's pools and clients, the inference watcher,
+        and the HTTP sessions of the token path and of serve's run-api calls. Every mode ends with
+        it; code that drives an env itself (`rollout_and_score`, a trainer's own loop) calls it
+        when done. Idempotent; a session closed here reopens on its next use."""
+        try:
+            await self.close_rubric()
+            await self.close_watcher()
+        finally:
+            await self.close_inference_http()
+            await self.close_run_api_http()
 
     async def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         return await run_evaluate(self)

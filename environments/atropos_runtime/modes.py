@@ -90,9 +90,7 @@ async def run_process(env: RuntimeEnv) -> dict[str, Any]:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             bar.close()
-            await env.close_rubric()
-            await env.close_watcher()
-            await env.close_inference_http()
+            await env.aclose()
         written = len(writer.done)
     elapsed = time.monotonic() - start
     html_path = Path(path).with_suffix(".html")

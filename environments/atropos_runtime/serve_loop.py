@@ -39,8 +39,7 @@ async def run_serve(env: RuntimeEnv) -> None:
         else:
             await _serve(env)
     finally:
-        await env.close_run_api_http()
-        await env.close_inference_http()
+        await env.aclose()
 
 
 async def _serve(env: RuntimeEnv) -> None:

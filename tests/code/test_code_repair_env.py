@@ -69,7 +69,7 @@ async def test_real_feedback_repairs_what_random_and_no_feedback_cannot(tiny, se
                 if mode == "none":
                     assert all("did not pass the tests" in f and "Input" not in f for f in feedback)
             scores += group["scores"]
-        await env.close_rubric()
+        await env.aclose()
         solved[mode] = sum(scores) / len(scores)
     assert solved["real"] > solved["random"] and solved["random"] <= solved["none"]
     # real: every first attempt but the one with the hidden-only "big" bug; none/random: the bug-free one
@@ -171,7 +171,7 @@ async def test_turn_penalty_is_a_named_component_and_off_by_default(tiny, server
                 extra = len(ep["turns"]) - 1
                 assert reward["score"] == 1.0 - penalty * extra
                 assert ("turn_penalty" in reward["components"]) == (penalty > 0 and extra > 0)
-        await env.close_rubric()
+        await env.aclose()
 
 
 async def test_load_environment_runs_episodes_in_verifiers(tiny, server, tmp_path):
@@ -195,7 +195,7 @@ async def test_evaluate_reports_solve_rate_per_turn_against_the_resampling_basel
     )
     await env.setup()
     metrics = await env.evaluate()
-    await env.close_rubric()
+    await env.aclose()
     # n=1 per item: every episode starts with the {neg, zero} program; real feedback repairs both bugs
     assert [metrics[f"eval/real/solve@{k}"] for k in (1, 2, 3)] == [0.0, 0.0, 1.0]
     assert metrics["eval/real/named_fixed"] == 1.0 and metrics["eval/real/turns"] == 3.0
@@ -230,7 +230,7 @@ async def test_named_test_is_the_first_failing_one_not_a_count(tiny, regress_ser
     )
     await env.setup()
     metrics = await env.evaluate()
-    await env.close_rubric()
+    await env.aclose()
     assert metrics["eval/real/named_fixed"] == 1.0 and metrics["eval/real/solve@3"] == 1.0
     samples = [json.loads(line) for line in (tmp_path / "ev" / "samples.jsonl").read_text().splitlines()]
     checked = 0

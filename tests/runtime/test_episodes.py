@@ -77,7 +77,12 @@ async def test_groups_carry_exact_tokens_and_their_own_rewards(tiny, tok, policy
             assert ep["stop_reason"] == ("solved" if score == 1.0 else "max_turns")
     assert seen_scores == {0.0, 1.0}
     assert env.drops == {} and env.groups_ok == len(env.train_items)
-    await env.close_rubric()
+    sessions = [s._http for s in env.server.servers]
+    assert sessions and all(s is not None and not s.closed for s in sessions)
+    await env.aclose()  # the rubric, the watcher and the token path's sessions
+    assert env.rubric is None and all(s.closed for s in sessions)
+    assert all(s._http is None for s in env.server.servers)
+    await env.aclose()  # idempotent
 
 
 async def test_a_slow_episode_does_not_hold_back_the_others(tiny, policy):
@@ -107,7 +112,7 @@ async def test_episode_stops_on_success_and_turn_budget(tiny, policy):
     for ep in episodes:
         assert [t["info"]["solved"] for t in ep["turns"]] == [False] * (len(ep["turns"]) - 1) + [True]
         assert ep["turns"][-1]["env_messages"] == [] and ep["turns"][-1]["env_tokens"] is None
-    await env.close_rubric()
+    await env.aclose()
 
 
 async def test_truncated_turn_zeroes_the_advantage(tiny, tok, policy):
@@ -119,7 +124,7 @@ async def test_truncated_turn_zeroes_the_advantage(tiny, tok, policy):
     assert group["overrides"] == [{"set_advantage_to_zero": True}] * 4
     assert all(ep["stop_reason"] == "truncated" and ep["turns"][-1]["finish_reason"] == "length"
                for ep in group["episodes"])  # fmt: skip
-    await env.close_rubric()
+    await env.aclose()
 
 
 async def test_token_budget_ends_the_episode_below_it(tiny, policy):
@@ -129,7 +134,7 @@ async def test_token_budget_ends_the_episode_below_it(tiny, policy):
     stops = {ep["stop_reason"] for ep in group["episodes"]}
     assert stops <= {"token_budget", "truncated", "solved"} and "token_budget" in stops
     assert all(len(t) < 60 for t in group["tokens"])
-    await env.close_rubric()
+    await env.aclose()
 
 
 async def test_a_prompt_longer_than_the_budget_drops_the_group_with_a_reason(tiny, policy):
@@ -141,7 +146,7 @@ async def test_a_prompt_longer_than_the_budget_drops_the_group_with_a_reason(tin
         and outcome.drop == "error"
         and "leaves no room in the token budget" in outcome.detail
     )
-    await env.close_rubric()
+    await env.aclose()
 
 
 async def test_environment_failure_is_unverified_counted_and_dropped(tiny, policy):
@@ -153,7 +158,7 @@ async def test_environment_failure_is_unverified_counted_and_dropped(tiny, polic
     )
     assert env.statuses["error"] == 4 and env.drops["error"] == 1
     assert env._episode_runner.stops["env_error"] == 4
-    await env.close_rubric()
+    await env.aclose()
 
 
 async def test_a_message_the_template_refuses_makes_the_episode_unverified(tiny, tok, policy, tmp_path):
@@ -171,7 +176,7 @@ async def test_a_message_the_template_refuses_makes_the_episode_unverified(tiny,
         results
     )
     assert all(r.episode.stop_reason == "env_error" for r in rollouts)
-    await env.close_rubric()
+    await env.aclose()
 
 
 async def test_inference_outage_mid_episode_is_unverified_not_zero(tiny, policy):
@@ -183,7 +188,7 @@ async def test_inference_outage_mid_episode_is_unverified_not_zero(tiny, policy)
     # the client's retries end in an error or in the turn's timeout, whichever comes first
     assert all(r.reason.startswith(("inference failed", "inference took longer than 8.0s")) for r in results)
     assert all(len(r.episode.turns) == 1 for r in rollouts)
-    await env.close_rubric()
+    await env.aclose()
 
 
 async def test_an_inference_error_mid_episode_is_reported_in_the_servers_words(tiny, policy):
@@ -196,7 +201,7 @@ async def test_an_inference_error_mid_episode_is_reported_in_the_servers_words(t
         result.reason
     )
     assert "500" in result.reason and "scripted outage" in result.reason and "RetryError" not in result.reason
-    await env.close_rubric()
+    await env.aclose()
 
 
 async def test_process_writes_every_turn_and_evaluate_reports_turns(tiny, tok, policy, tmp_path):
@@ -217,7 +222,7 @@ async def test_process_writes_every_turn_and_evaluate_reports_turns(tiny, tok, p
     env = make_env(tiny, policy, max_turns=3, data_dir_to_save_evals=str(tmp_path / "eval"))
     await env.setup()
     metrics = await run_evaluate(env)
-    await env.close_rubric()
+    await env.aclose()
     assert metrics["eval/n_samples"] == 8 and 1 <= metrics["eval/turns_mean"] <= 3
     assert 0 <= metrics["eval/turn1/solved"] < metrics["eval/turn2/solved"] <= 1
     samples = [json.loads(line) for line in (tmp_path / "eval" / "samples.jsonl").read_text().splitlines()]
@@ -230,4 +235,4 @@ async def test_text_only_server_runs_episodes_without_tokens(tiny, policy):
     group = (await env.group_for(target(env, "6"), training=False)).group
     assert group["tokens"] == [] and group["inference_logprobs"] is None
     assert {ep["stop_reason"] for ep in group["episodes"]} == {"solved"}
-    await env.close_rubric()
+    await env.aclose()

@@ -90,12 +90,12 @@ async def test_process_and_evaluate_write_what_judges_a_sample_and_the_viewer_re
     await env.setup()
     sent, _ = await env.collect_trajectories(env.train_items[0])
     assert sent is not None and set(sent) <= set(get_type_hints(ScoredDataGroup)), set(sent)
-    await env.close_rubric()
+    await env.aclose()
 
     env = make_env(tiny, policy, max_turns=3, data_dir_to_save_evals=str(tmp_path / "run" / "eval"))
     await env.setup()
     await run_evaluate(env)
-    await env.close_rubric()
+    await env.aclose()
     samples = jsonl(tmp_path / "run" / "eval" / "samples.jsonl")
     eval_items = {item.uid: item for item in env.eval_items}
     for s in samples:

@@ -312,7 +312,7 @@ def guess_run(folder: Path) -> None:
             evaluator = env(policy, data_dir_to_save_evals=str(folder / "c-eval"))
             await evaluator.setup()
             await run_evaluate(evaluator)
-            await evaluator.close_rubric()
+            await evaluator.aclose()
             await evaluator.close_watcher()
 
     asyncio.run(main())
