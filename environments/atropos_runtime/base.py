@@ -131,24 +131,52 @@ class RubricEnvConfig(BaseEnvConfig):
     )
 
 
-def _cli_value(name: str) -> str | None:
-    """The value the command line itself gives `--env.<name>` (`--env.x v` or `--env.x=v`), or None."""
+def _option_value(name: str) -> str | None:
+    """The value the user gave `--env.<name>`: on the command line (`--env.x v` or `--env.x=v`),
+    else in the `env:` section of the `--config` YAML (atroposlib's precedence: command line, then
+    YAML, then defaults); None when neither sets it. A YAML value comes back as its text (`true`,
+    `2048`)."""
     argv = sys.argv[1:]
     for i, arg in enumerate(argv):
         flag, eq, value = arg.partition("=")
         if flag == f"--env.{name}":
             return value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
-    return None
+    value = _yaml_env_section().get(name)
+    if value is None:
+        return None
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _cli_flag(name: str) -> bool:
-    """True if the command line itself set boolean `--env.<name>` to true."""
-    return (_cli_value(name) or "").strip().lower() in ("1", "true", "yes")
+def _yaml_env_section() -> dict[str, Any]:
+    """The `env:` mapping of the YAML file `--config` names ({} without one, or when it cannot be
+    read: atroposlib's own loading then says why)."""
+    argv = sys.argv[1:]
+    path = None
+    for i, arg in enumerate(argv):
+        flag, eq, value = arg.partition("=")
+        if flag == "--config":
+            path = value if eq else (argv[i + 1] if i + 1 < len(argv) else None)
+    if not path:
+        return {}
+    try:
+        import yaml
+
+        with open(path, encoding="utf-8") as f:
+            loaded = yaml.safe_load(f)
+    except Exception:  # noqa: BLE001 - unreadable or not YAML: atroposlib's own loading says why
+        return {}
+    section = loaded.get("env") if isinstance(loaded, dict) else None
+    return section if isinstance(section, dict) else {}
 
 
-def _cli_given(name: str) -> bool:
-    """True if the command line itself names `--env.<name>`."""
-    return _cli_value(name) is not None
+def _option_flag(name: str) -> bool:
+    """True if the user set boolean `--env.<name>` to true (command line or `--config` YAML)."""
+    return (_option_value(name) or "").strip().lower() in ("1", "true", "yes")
+
+
+def _option_given(name: str) -> bool:
+    """True if the user set `--env.<name>` (command line or `--config` YAML)."""
+    return _option_value(name) is not None
 
 
 def _cli_mode() -> str | None:
@@ -184,7 +212,7 @@ class RubricEnv(RunApiClient, BaseEnv):
                   "options", file=sys.stderr)  # fmt: skip
             raise SystemExit(2)
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-        verbose = _cli_flag("verbose")
+        verbose = _option_flag("verbose")
         rich.reconfigure(quiet=not verbose)  # atroposlib's ~85-line config dump (rich.print) only with it
         # setup() checks the inference server itself, in one line if it is not there
         warnings.filterwarnings("ignore", message="You are using a local Base URL", category=UserWarning)
@@ -240,7 +268,7 @@ class RubricEnv(RunApiClient, BaseEnv):
                 "--env.group_size 1 can never give a group to train on: a group of one always has identical "
                 "scores (set --env.group_size 2 or more, or --env.ensure_scores_are_not_same false)"
             )
-        if config.use_wandb and not _cli_flag("use_wandb"):
+        if config.use_wandb and not _option_flag("use_wandb"):
             config.use_wandb = False
         if not config.wandb_name:
             config.wandb_name = self.name or type(self).__name__
@@ -249,7 +277,7 @@ class RubricEnv(RunApiClient, BaseEnv):
         server_type = "vllm"
         if isinstance(server_configs, list) and server_configs:
             server_type = server_configs[0].server_type
-            if config.tokenizer_name == DEFAULT_MODEL and not _cli_given("tokenizer_name"):
+            if config.tokenizer_name == DEFAULT_MODEL and not _option_given("tokenizer_name"):
                 config.tokenizer_name = server_configs[0].model_name  # the default follows the served model
             for sc in server_configs:
                 sc.api_key = sc.api_key or "x"
@@ -272,7 +300,7 @@ class RubricEnv(RunApiClient, BaseEnv):
         self.groups_ok = 0
         self.hopeless = ""  # set when no group can get through this configuration (see hopeless_run)
         # process/evaluate honour --env.max_token_length when it is given (serve gets the trainer's)
-        self._process_len_limit = config.max_token_length if _cli_given("max_token_length") else -1
+        self._process_len_limit = config.max_token_length if _option_given("max_token_length") else -1
         self.inflight = 0
         self._trains = False  # serve/process: logprobs are sent/written, so their convention is checked
         self.watcher: InferenceWatcher | None = None

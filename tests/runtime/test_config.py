@@ -134,4 +134,30 @@ def test_command_line_options_are_read_by_exact_name(monkeypatch, argv, flag, gi
     from environments.atropos_runtime import base
 
     monkeypatch.setattr(sys, "argv", ["env.py", *argv])
-    assert (base._cli_flag("verbose"), base._cli_given("verbose")) == (flag, given)
+    assert (base._option_flag("verbose"), base._option_given("verbose")) == (flag, given)
+
+
+@pytest.mark.parametrize(
+    ("argv", "yaml_text", "flag", "given"),
+    [
+        (["process"], "env:\n  verbose: true\n", True, True),
+        (["process"], "env:\n  verbose: false\n", False, True),
+        (["process", "--env.verbose", "false"], "env:\n  verbose: true\n", False, True),  # CLI wins
+        (["process"], "env:\n  total_steps: 3\n", False, False),
+        (["process"], "openai:\n  model_name: m\n", False, False),  # no env section
+        (["process"], "- not a mapping\n", False, False),
+        (["process"], "env: [unclosed\n", False, False),  # not YAML: atroposlib says why
+    ],
+)
+def test_options_set_in_the_yaml_config_count_as_given(monkeypatch, tmp_path, argv, yaml_text, flag, given):
+    """`--config file.yaml` sets options as the command line does (atroposlib: CLI > YAML > defaults):
+    use_wandb, verbose, tokenizer_name and max_token_length set there are honoured."""
+    from environments.atropos_runtime import base
+
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml_text)
+    for form in (["--config", str(config)], [f"--config={config}"]):
+        monkeypatch.setattr(sys, "argv", ["env.py", *argv, *form])
+        assert (base._option_flag("verbose"), base._option_given("verbose")) == (flag, given)
+    monkeypatch.setattr(sys, "argv", ["env.py", "process", "--config", str(tmp_path / "missing.yaml")])
+    assert not base._option_given("verbose")
