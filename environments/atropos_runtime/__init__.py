@@ -3,7 +3,8 @@
 An environment subclasses `base.RubricEnv` and runs as `python <env>.py serve|process|evaluate`.
 Where each concept lives (a sample flows top to bottom):
 
-  base.py               RubricEnv / RubricEnvConfig: the BaseEnv every environment subclasses
+  base.py               RubricEnv / RubricEnvConfig: the BaseEnv every environment subclasses;
+                        options_given.py which --env.* options the user set (command line, --config)
   serve_loop.py         serve: keep groups in flight, hand them to run-api; serve_api.py talks to run-api
   modes.py              process and evaluate; sampling_slots.py bounds groups in flight
   rollouts.py           a sample with its exact tokens -> an Atropos group; checks.py its invariants
@@ -13,7 +14,8 @@ Where each concept lives (a sample flows top to bottom):
                         token-id wire format; completion_batcher.py coalesces requests
   server_health.py      outages of inference / run-api reported in seconds; tls.py httpx verify
   output.py             process output: resumable JSONL (+ dropped groups); run_identity.py what
-                        defines a run, so a re-run resumes only the same one
+                        defines a run, so a re-run resumes only the same one; fast_json.py the JSON
+                        of the hot paths (orjson, json's meaning kept)
   viewer.py             the rollout viewer (`rlvr view`); viewer_page.py its static page
   env_protocol.py       what the modes need of an env (RubricEnv provides it)
   lazy_imports.py       start-up: import only what the mode needs; tokenizer_snapshot.py torch-free

@@ -55,6 +55,7 @@ from environments.atropos_runtime.cli_help import render_help
 from environments.atropos_runtime.episode_runtime import episode_rollouts, finish_group
 from environments.atropos_runtime.episodes import MultiTurnTask
 from environments.atropos_runtime.modes import run_evaluate, run_process
+from environments.atropos_runtime.options_given import option_flag, option_given
 from environments.atropos_runtime.output import VIEW_KEYS, jsonable, rejected_record, token_counts
 from environments.atropos_runtime.rollouts import DropReason, GroupOutcome, assemble_group, sample_group
 from environments.atropos_runtime.run_identity import run_settings
@@ -131,54 +132,6 @@ class RubricEnvConfig(BaseEnvConfig):
     )
 
 
-def _option_value(name: str) -> str | None:
-    """The value the user gave `--env.<name>`: on the command line (`--env.x v` or `--env.x=v`),
-    else in the `env:` section of the `--config` YAML (atroposlib's precedence: command line, then
-    YAML, then defaults); None when neither sets it. A YAML value comes back as its text (`true`,
-    `2048`)."""
-    argv = sys.argv[1:]
-    for i, arg in enumerate(argv):
-        flag, eq, value = arg.partition("=")
-        if flag == f"--env.{name}":
-            return value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
-    value = _yaml_env_section().get(name)
-    if value is None:
-        return None
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def _yaml_env_section() -> dict[str, Any]:
-    """The `env:` mapping of the YAML file `--config` names ({} without one, or when it cannot be
-    read: atroposlib's own loading then says why)."""
-    argv = sys.argv[1:]
-    path = None
-    for i, arg in enumerate(argv):
-        flag, eq, value = arg.partition("=")
-        if flag == "--config":
-            path = value if eq else (argv[i + 1] if i + 1 < len(argv) else None)
-    if not path:
-        return {}
-    try:
-        import yaml
-
-        with open(path, encoding="utf-8") as f:
-            loaded = yaml.safe_load(f)
-    except Exception:  # noqa: BLE001 - unreadable or not YAML: atroposlib's own loading says why
-        return {}
-    section = loaded.get("env") if isinstance(loaded, dict) else None
-    return section if isinstance(section, dict) else {}
-
-
-def _option_flag(name: str) -> bool:
-    """True if the user set boolean `--env.<name>` to true (command line or `--config` YAML)."""
-    return (_option_value(name) or "").strip().lower() in ("1", "true", "yes")
-
-
-def _option_given(name: str) -> bool:
-    """True if the user set `--env.<name>` (command line or `--config` YAML)."""
-    return _option_value(name) is not None
-
-
 def _cli_mode() -> str | None:
     """The command (serve / process / evaluate) this process was started with, if any."""
     return next((a for a in sys.argv[1:2] if a in MODES), None)
@@ -212,7 +165,7 @@ class RubricEnv(RunApiClient, BaseEnv):
                   "options", file=sys.stderr)  # fmt: skip
             raise SystemExit(2)
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-        verbose = _option_flag("verbose")
+        verbose = option_flag("verbose")
         rich.reconfigure(quiet=not verbose)  # atroposlib's ~85-line config dump (rich.print) only with it
         # setup() checks the inference server itself, in one line if it is not there
         warnings.filterwarnings("ignore", message="You are using a local Base URL", category=UserWarning)
@@ -268,7 +221,7 @@ class RubricEnv(RunApiClient, BaseEnv):
                 "--env.group_size 1 can never give a group to train on: a group of one always has identical "
                 "scores (set --env.group_size 2 or more, or --env.ensure_scores_are_not_same false)"
             )
-        if config.use_wandb and not _option_flag("use_wandb"):
+        if config.use_wandb and not option_flag("use_wandb"):
             config.use_wandb = False
         if not config.wandb_name:
             config.wandb_name = self.name or type(self).__name__
@@ -277,7 +230,7 @@ class RubricEnv(RunApiClient, BaseEnv):
         server_type = "vllm"
         if isinstance(server_configs, list) and server_configs:
             server_type = server_configs[0].server_type
-            if config.tokenizer_name == DEFAULT_MODEL and not _option_given("tokenizer_name"):
+            if config.tokenizer_name == DEFAULT_MODEL and not option_given("tokenizer_name"):
                 config.tokenizer_name = server_configs[0].model_name  # the default follows the served model
             for sc in server_configs:
                 sc.api_key = sc.api_key or "x"
@@ -300,7 +253,7 @@ class RubricEnv(RunApiClient, BaseEnv):
         self.groups_ok = 0
         self.hopeless = ""  # set when no group can get through this configuration (see hopeless_run)
         # process/evaluate honour --env.max_token_length when it is given (serve gets the trainer's)
-        self._process_len_limit = config.max_token_length if _option_given("max_token_length") else -1
+        self._process_len_limit = config.max_token_length if option_given("max_token_length") else -1
         self.inflight = 0
         self._trains = False  # serve/process: logprobs are sent/written, so their convention is checked
         self.watcher: InferenceWatcher | None = None

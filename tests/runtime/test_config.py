@@ -131,10 +131,10 @@ def test_a_yaml_config_file_is_read(tiny_model, tmp_path):
     ],
 )
 def test_command_line_options_are_read_by_exact_name(monkeypatch, argv, flag, given):
-    from environments.atropos_runtime import base
+    from environments.atropos_runtime import options_given
 
     monkeypatch.setattr(sys, "argv", ["env.py", *argv])
-    assert (base._option_flag("verbose"), base._option_given("verbose")) == (flag, given)
+    assert (options_given.option_flag("verbose"), options_given.option_given("verbose")) == (flag, given)
 
 
 @pytest.mark.parametrize(
@@ -152,12 +152,12 @@ def test_command_line_options_are_read_by_exact_name(monkeypatch, argv, flag, gi
 def test_options_set_in_the_yaml_config_count_as_given(monkeypatch, tmp_path, argv, yaml_text, flag, given):
     """`--config file.yaml` sets options as the command line does (atroposlib: CLI > YAML > defaults):
     use_wandb, verbose, tokenizer_name and max_token_length set there are honoured."""
-    from environments.atropos_runtime import base
+    from environments.atropos_runtime import options_given
 
     config = tmp_path / "run.yaml"
     config.write_text(yaml_text)
     for form in (["--config", str(config)], [f"--config={config}"]):
         monkeypatch.setattr(sys, "argv", ["env.py", *argv, *form])
-        assert (base._option_flag("verbose"), base._option_given("verbose")) == (flag, given)
+        assert (options_given.option_flag("verbose"), options_given.option_given("verbose")) == (flag, given)
     monkeypatch.setattr(sys, "argv", ["env.py", "process", "--config", str(tmp_path / "missing.yaml")])
-    assert not base._option_given("verbose")
+    assert not options_given.option_given("verbose")
