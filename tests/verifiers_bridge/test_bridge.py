@@ -39,13 +39,27 @@ def tok(tiny):
     return AutoTokenizer.from_pretrained(tiny)
 
 
+_MADE: list[VerifiersEnv] = []  # the envs a test made, released after it (`release_envs`)
+
+
 def make_env(tiny, policy, fixture: str, env_args: dict | None = None, **cfg) -> VerifiersEnv:
     cfg = {"group_size": 4, "max_token_length": 1024, "ensure_scores_are_not_same": False, **cfg}
     config = VerifiersEnvConfig(tokenizer_name=str(tiny), wandb_name="vf", use_wandb=False,
                                 vf_env_name=fixture if "." in fixture else FIX + fixture, env_args=json.dumps(env_args or {}), **cfg)  # fmt: skip
     server = APIServerConfig(server_type="vllm", model_name="scripted", base_url=policy.base_url,
                              api_key="x", tokenizer_name=str(tiny), timeout=30, health_check=False)  # fmt: skip
-    return VerifiersEnv(config, [server])
+    env = VerifiersEnv(config, [server])
+    _MADE.append(env)
+    return env
+
+
+@pytest.fixture(autouse=True)
+async def release_envs():
+    """Every env a test made is closed after it (`RubricEnv.aclose`: rubric, watcher, HTTP sessions),
+    as the modes close theirs; a sync test's envs are closed on the next async test's loop."""
+    yield
+    while _MADE:
+        await _MADE.pop().aclose()
 
 
 def score_mismatches(tok, group: dict, items_answer: str) -> list[int]:

@@ -14,7 +14,7 @@ from environments.atropos_runtime.modes import run_evaluate
 from environments.verifiers_env import VerifiersBridgeError
 from tests.runtime.scripted_policy import ScriptedPolicy
 from tests.verifiers_bridge.policies import assistant_runs, calc_policy, replies
-from tests.verifiers_bridge.test_bridge import make_env, tiny, tok  # noqa: F401 - fixtures
+from tests.verifiers_bridge.test_bridge import make_env, release_envs, tiny, tok  # noqa: F401 - fixtures
 from tests.verifiers_bridge.tool_template import tool_tokenizer
 
 
