@@ -98,6 +98,7 @@ class Worker:
         self.err_fd: int | None = None
         self.scratch_mb: int | None = None
         self.lock = threading.Lock()
+        self._stop_lock = threading.Lock()  # `stop` from several threads (see there)
         self.loop = None  # the event loop whose job runs here now (`sandbox.borrow`), if any
 
     # ------------------------------------------------------------ lifecycle
@@ -174,12 +175,18 @@ class Worker:
         return os.pread(self.err_fd, 2000, max(0, size - 2000))
 
     def stop(self) -> None:
-        if self.sock is not None:
-            self.sock.close()  # a healthy worker exits on EOF; the kill below makes sure
-        self._kill()
-        if self.err_fd is not None:
-            os.close(self.err_fd)
-        self.proc = self.sock = self.err_fd = None
+        """Kill the worker and release its socket and stderr file, each exactly once. Threads may
+        call this at the same time (the sandbox's close on an executor thread, a kill thread that
+        recycles or abandons the worker): a second close of a descriptor number could close one
+        that another thread has opened since."""
+        with self._stop_lock:
+            sock, err_fd, self.sock, self.err_fd = self.sock, self.err_fd, None, None
+            if sock is not None:
+                sock.close()  # a healthy worker exits on EOF; the kill below makes sure
+            self._kill()
+            if err_fd is not None:
+                os.close(err_fd)
+            self.proc = None
 
     def _kill(self) -> None:
         if self.proc is not None:

@@ -59,3 +59,49 @@ def test_a_busy_worker_is_not_borrowed(box):
         assert not done and len(slot_calls) == 1
     t.join()
     assert done[0].stdout == b"42\n"
+
+
+def test_a_worker_stopped_from_two_threads_at_once_closes_each_descriptor_once(box, monkeypatch):
+    """The sandbox's close (an executor thread) and a kill thread (recycling or abandoning the worker)
+    can stop the same worker together: neither may fail, and neither may close a descriptor twice
+    (the second close of a number can hit one another thread has opened since). The first stop is
+    held right after it closed the stderr file, where the second used to find it still set."""
+    import os
+
+    from sandbox import pool
+
+    assert_healthy(box)
+    worker = box._workers[0]
+    err_fd, proc = worker.err_fd, worker.proc
+    closed, closes, errors = threading.Event(), [], []
+
+    class HeldClose:  # the os module, with the first stop held inside its close of the stderr file
+        def __getattr__(self, name):
+            return getattr(os, name)
+
+        def close(self, fd: int) -> None:
+            os.close(fd)
+            if fd == err_fd:
+                closes.append(fd)
+                closed.set()
+                threading.Event().wait(0.3)  # room for the second stop (the fix makes it wait)
+
+    monkeypatch.setattr(pool, "os", HeldClose())
+
+    def stop(after: threading.Event | None) -> None:
+        if after is not None:
+            after.wait(10)
+        try:
+            worker.stop()
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=stop, args=(None,)), threading.Thread(target=stop, args=(closed,))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    monkeypatch.undo()
+    assert errors == [] and closes == [err_fd]
+    assert (worker.err_fd, worker.sock, worker.proc) == (None, None, None) and proc.poll() is not None
+    assert_healthy(box)  # the slot starts a fresh worker
