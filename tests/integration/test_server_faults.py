@@ -92,9 +92,14 @@ def test_raw_logprobs_at_temperature_are_refused_unless_asked_for(own_vllm, tmp_
     assert group["generation_params"]["logprobs_mode"] == "raw"
 
 
+GROUPS = 400
+
+
 def test_process_waits_for_a_killed_server_and_resumes_when_it_is_back(own_vllm, tmp_path):
     out, log_path = tmp_path / "g.jsonl", tmp_path / "process.log"
-    proc = spawn(QA, "process", own_vllm, log_path, "--env.total_steps", "10", "--env.group_size", "2",
+    # enough groups that the run is still sampling when the server is killed: 10 took 0.3 s once the
+    # env got faster, and the run ended before the outage it is here to see
+    proc = spawn(QA, "process", own_vllm, log_path, "--env.total_steps", str(GROUPS), "--env.group_size", "2",
                  "--env.max_concurrent_groups", "2", "--env.data_path_to_save_groups", str(out))  # fmt: skip
     log = Log(log_path)
     try:
@@ -112,8 +117,10 @@ def test_process_waits_for_a_killed_server_and_resumes_when_it_is_back(own_vllm,
     finally:
         if proc.poll() is None:
             proc.kill()
+        if own_vllm.proc.poll() is not None:
+            own_vllm.start()  # the next tests share this server
     summary = json.loads(out.with_suffix(".summary.json").read_text())
-    assert summary["groups_in_file"] == 10 and summary["dropped"] == {}, summary
+    assert summary["groups_in_file"] == GROUPS and summary["dropped"] == {}, summary
     assert "took longer than" not in log.text()
     assert log.text().count("is down (") == 1  # one line for the outage, not one per request
 
