@@ -7,8 +7,9 @@ from __future__ import annotations
 import importlib  # noqa: F401 - importing it renames _frozen_importlib's names: never after a snapshot
 import io
 import json
+import math
 import os
-import selectors
+import select
 import signal
 import struct
 import sys
@@ -22,6 +23,9 @@ from .wire import CHANNEL_FD, MAX_CHILD_MESSAGE, NONCE_BYTES, SPEC_FILE, _write_
 BUDGET_RESERVE_S = 3.0  # of the job's wall budget, kept to report the records (see `run_spec`)
 CPU_POLL_S = 0.05  # how often a running child's CPU time is checked against the limit
 _TICKS = os.sysconf("SC_CLK_TCK")
+# `json.dumps` with separators builds an encoder per call (~10 page faults in the harness after each
+# fork); this one is made once. Never in a child: the solution could rebind its separators.
+_COMPACT = json.JSONEncoder(separators=(",", ":")).encode
 
 _UNREAPED: list[int] = []  # killed children whose exit status no verdict needs
 _PRELOAD = (
@@ -169,13 +173,13 @@ def supervise(spec: dict, chunk: list, rlimits: tuple = ()) -> list[dict]:
     deadline = started + wall
     extended = 0.0  # run-queue wait already added to a deadline (`proc_run_delay`)
     ends_at = spec.get("_ends_at", float("inf"))  # the job's wall budget, less a reserve (`run_spec`)
-    sel = selectors.DefaultSelector()
+    sel = select.poll()  # not a `selectors` selector: its Python layer costs the harness ~25 page faults
     streams = {res_r: buf} if out_r is None else {res_r: buf, out_r: out}
     for fd in streams:
-        sel.register(fd, selectors.EVENT_READ)
+        sel.register(fd, select.POLLIN)
     try:
         pidfd = os.pidfd_open(pid)
-        sel.register(pidfd, selectors.EVENT_READ)
+        sel.register(pidfd, select.POLLIN)
     except (AttributeError, OSError):
         pidfd = None
     while pos < len(chunk) and verdict is None:
@@ -198,7 +202,7 @@ def supervise(spec: dict, chunk: list, rlimits: tuple = ()) -> list[dict]:
             verdict = "starved" if queued > extended else "timeout"
             break
         wait = min(deadline - now, CPU_POLL_S) if pidfd is not None else min(0.005, deadline - now)
-        events = sel.select(min(wait, 0.5) if status is not None else wait)
+        events = sel.poll(math.ceil(max(min(wait, 0.5) if status is not None else wait, 0) * 1000))
         if not events and status is not None:
             break
         # CPU time is the limit (the wall deadline is only a safety net), read from /proc at most
@@ -209,21 +213,21 @@ def supervise(spec: dict, chunk: list, rlimits: tuple = ()) -> list[dict]:
             if used is not None and used - cpu_mark > limit:
                 verdict = "timeout"
                 break
-        for key, _ in events:
-            if key.fd == pidfd:
+        for fd, _ in events:
+            if fd == pidfd:
                 sel.unregister(pidfd)
                 os.close(pidfd)
                 pidfd = None
                 continue
-            target = streams[key.fd]
-            data = os.read(key.fd, 1 << 16)
+            target = streams[fd]
+            data = os.read(fd, 1 << 16)
             if not data:
-                sel.unregister(key.fd)
-                os.close(key.fd)  # a warm worker runs many tests: nothing may stay open
-                del streams[key.fd]
+                sel.unregister(fd)
+                os.close(fd)  # a warm worker runs many tests: nothing may stay open
+                del streams[fd]
                 continue
             target += data
-            if len(target) > (out_cap if key.fd == out_r else res_cap):
+            if len(target) > (out_cap if fd == out_r else res_cap):
                 verdict = "output"
         messages = take_messages(buf, nonce)
         if messages is None:
@@ -256,7 +260,6 @@ def supervise(spec: dict, chunk: list, rlimits: tuple = ()) -> list[dict]:
         pass
     for fd in list(streams) + ([pidfd] if pidfd is not None else []):
         os.close(fd)
-    sel.close()
     if pos >= len(chunk) or verdict == "stop":
         if status is None:
             _UNREAPED.append(pid)  # every test is judged: reap later instead of waiting for the teardown
@@ -422,7 +425,7 @@ def run_spec(spec: dict, channel_fd: int = CHANNEL_FD, rlimits: tuple = ()) -> N
     _JOB_DIR[0] = os.getcwd()
 
     def emit(record: dict) -> None:
-        data = json.dumps(record, separators=(",", ":")).encode()
+        data = _COMPACT(record).encode()
         out.extend(struct.pack(">I", len(data)) + data)
 
     emit({"type": "hello", "version": 1, "tests": len(tests)})
