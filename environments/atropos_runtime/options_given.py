@@ -9,6 +9,8 @@ line, then the `env:` section of the `--config` YAML.
 
 from __future__ import annotations
 
+import functools
+import os
 import sys
 from typing import Any
 
@@ -40,6 +42,17 @@ def _yaml_env_section() -> dict[str, Any]:
             path = value if eq else (argv[i + 1] if i + 1 < len(argv) else None)
     if not path:
         return {}
+    try:
+        st = os.stat(path)
+    except OSError:  # atroposlib's own loading says why
+        return {}
+    return _env_section(path, st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _env_section(path: str, _mtime_ns: int, _size: int) -> dict[str, Any]:
+    """The `env:` mapping of the YAML file at `path`, parsed once per version of the file (start-up
+    asks for several options)."""
     try:
         import yaml
 

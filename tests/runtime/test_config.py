@@ -161,3 +161,24 @@ def test_options_set_in_the_yaml_config_count_as_given(monkeypatch, tmp_path, ar
         assert (options_given.option_flag("verbose"), options_given.option_given("verbose")) == (flag, given)
     monkeypatch.setattr(sys, "argv", ["env.py", "process", "--config", str(tmp_path / "missing.yaml")])
     assert not options_given.option_given("verbose")
+
+
+def test_the_yaml_config_is_parsed_once_per_version_of_the_file(monkeypatch, tmp_path):
+    """Start-up asks for several options; the file is read once, and again only once it changes."""
+    import yaml
+
+    from environments.atropos_runtime import options_given
+
+    calls = []
+    real = yaml.safe_load
+    monkeypatch.setattr(yaml, "safe_load", lambda f: calls.append(1) or real(f))
+    config = tmp_path / "run.yaml"
+    config.write_text("env:\n  verbose: true\n")
+    monkeypatch.setattr(sys, "argv", ["env.py", "process", "--config", str(config)])
+    options_given._env_section.cache_clear()
+    assert [options_given.option_flag("verbose") for _ in range(4)] == [True] * 4
+    assert options_given.option_value("total_steps") is None
+    assert len(calls) == 1
+    config.write_text("env:\n  verbose: false\n  total_steps: 30\n")  # another size: a new version
+    assert (options_given.option_flag("verbose"), options_given.option_value("total_steps")) == (False, "30")
+    assert len(calls) == 2
