@@ -77,3 +77,52 @@ def run_api(tmp_path: Path):
     proc.terminate()
     proc.wait(timeout=20)
     log.close()
+
+
+# ----------------------------------------------------------------------------- open HTTP sessions
+_OPENED: list = []  # the aiohttp sessions made while the current test ran (held: a dropped one counts too)
+_TRACKING: list[bool] = [False]
+
+
+def _track_aiohttp_sessions() -> None:
+    """Record every aiohttp `ClientSession` made from now on (once aiohttp's client is loaded; the
+    runtime's lazy stand-in loads it on first use)."""
+    client = sys.modules.get("aiohttp.client")
+    if client is None or getattr(client.ClientSession, "_rlvr_tracked", False):
+        return
+    init = client.ClientSession.__init__
+
+    def tracked_init(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        if _TRACKING[0]:
+            _OPENED.append(self)
+
+    client.ClientSession.__init__ = tracked_init
+    client.ClientSession._rlvr_tracked = True
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    _track_aiohttp_sessions()
+    _OPENED.clear()
+    _TRACKING[0] = True
+    try:
+        return (yield)
+    finally:
+        _TRACKING[0] = False
+        _track_aiohttp_sessions()  # the test may have loaded aiohttp: later tests are tracked
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """A session the test made and nothing closed, by the end of its teardown, is an error of that
+    test: the env or server that holds it was never closed (`RubricEnv.aclose`, `VLLMTokenServer.
+    aclose`), and aiohttp reports it at exit, far from its cause."""
+    result = yield
+    left = [session for session in _OPENED if not session.closed]
+    _OPENED.clear()
+    if left:
+        pytest.fail(
+            f"{len(left)} aiohttp session(s) made by this test left open: close the env or server that made them"
+        )
+    return result

@@ -157,6 +157,7 @@ async def test_bad_inputs_no_code_long_feedback_and_a_dying_sandbox(tiny, server
     outcome = await env.group_for(env.train_items[1], training=True)
     assert outcome.group is None and outcome.drop == "error" and "sandbox worker died" in outcome.detail
     assert env._episode_runner.stops["env_error"] >= 1 and env.statuses["error"] >= 1
+    await env.aclose()
     await real.close()
 
 

@@ -99,6 +99,7 @@ async def test_a_slow_episode_does_not_hold_back_the_others(tiny, policy):
     assert sorted(len(r.episode.turns) for r in rollouts) == [3, 3]
     # the two episodes' 2nd turns went out as one streamed request: A's held answer did not hold B's
     assert any(r.get("stream") and len(r["prompt"]) == 2 for r in policy.requests)
+    await env.aclose()
 
 
 async def test_episode_stops_on_success_and_turn_budget(tiny, policy):

@@ -31,8 +31,18 @@ def tok():
     )
 
 
+@pytest.fixture(autouse=True)
+async def close_rigs():
+    yield
+    while _RIGS:
+        await _RIGS.pop().aclose()
+
+
 def answer(text: str, index: int) -> str:
     return "tac" if "Not quite" in text else "wrong"
+
+
+_RIGS: list[Rig] = []  # the rigs a test made, closed after it (`close_rigs`)
 
 
 class Rig:
@@ -44,6 +54,12 @@ class Rig:
             self.chat, ServerManager([config], server_class=VLLMTokenServer), budget, **store
         )
         self.endpoint = ChatEndpoint(self.store)
+        _RIGS.append(self)
+
+    async def aclose(self) -> None:
+        """Close the token servers' HTTP sessions, as the env that owns them does (`RubricEnv.aclose`)."""
+        for server in self.store.server.servers:
+            await server.aclose()
 
     def client(self, session: str | None) -> openai.AsyncOpenAI:
         headers = {"X-Session-ID": session} if session else {}

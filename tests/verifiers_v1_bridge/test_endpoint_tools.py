@@ -18,7 +18,7 @@ from environments.vf_bridge.tool_calls import ToolCallParser
 from tests.runtime.scripted_policy import ScriptedPolicy
 from tests.verifiers_bridge.policies import call
 from tests.verifiers_bridge.tool_template import tool_tokenizer
-from tests.verifiers_v1_bridge.test_endpoint import Rig, tok  # noqa: F401 - fixture
+from tests.verifiers_v1_bridge.test_endpoint import Rig, close_rigs, tok  # noqa: F401 - fixtures
 
 ADD = {"type": "function", "function": {"name": "add", "description": "Add two integers.",
        "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}}}  # fmt: skip
