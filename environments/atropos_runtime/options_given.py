@@ -20,26 +20,31 @@ def option_value(name: str) -> str | None:
     else in the `env:` section of the `--config` YAML (atroposlib's precedence: command line, then
     YAML, then defaults); None when neither sets it. A YAML value comes back as its text (`true`,
     `2048`)."""
-    argv = sys.argv[1:]
-    for i, arg in enumerate(argv):
-        flag, eq, value = arg.partition("=")
-        if flag == f"--env.{name}":
-            return value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+    given = _command_line_value(f"--env.{name}")
+    if given is not None:
+        return given
     value = _yaml_env_section().get(name)
     if value is None:
         return None
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
+def _command_line_value(option: str) -> str | None:
+    """What the command line gives `option` (`--x v` or `--x=v`; "" when it ends the line), or None.
+    Given twice, the last one counts, as in atroposlib's argparse-based CLI."""
+    argv = sys.argv[1:]
+    found = None
+    for i, arg in enumerate(argv):
+        flag, eq, value = arg.partition("=")
+        if flag == option:
+            found = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+    return found
+
+
 def _yaml_env_section() -> dict[str, Any]:
     """The `env:` mapping of the YAML file `--config` names ({} without one, or when it cannot be
     read: atroposlib's own loading then says why)."""
-    argv = sys.argv[1:]
-    path = None
-    for i, arg in enumerate(argv):
-        flag, eq, value = arg.partition("=")
-        if flag == "--config":
-            path = value if eq else (argv[i + 1] if i + 1 < len(argv) else None)
+    path = _command_line_value("--config")
     if not path:
         return {}
     try:

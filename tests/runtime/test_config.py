@@ -127,6 +127,7 @@ def test_a_yaml_config_file_is_read(tiny_model, tmp_path):
         (["process", "--env.verbose", "true"], True, True),
         (["process", "--env.verbose=false"], False, True),
         (["process", "--env.verbose_extra", "true"], False, False),  # another option's prefix
+        (["process", "--env.verbose", "false", "--env.verbose=true"], True, True),  # the last one counts
         (["process"], False, False),
     ],
 )
