@@ -25,6 +25,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from environments.atropos_runtime.base import RubricEnv, RubricEnvConfig
+from environments.atropos_runtime.config_types import JsonObject, NameList
 from environments.data_sources import DataSourceError, cached_rows, load_rows, split_rows
 from environments.task import DatasetError, Item, Split, Task, require
 from environments.vf_bridge import compat as vf_compat
@@ -67,7 +68,15 @@ class MathEnvConfig(RubricEnvConfig):
     eval_fraction: float = Field(
         default=0.1, description="Eval share of a single-file or single-split dataset"
     )
-    rg_tasks: list[str] = Field(default=list(DEFAULT_RG_TASKS), description="reasoning-gym generators")
+    rg_tasks: NameList = Field(
+        default=list(DEFAULT_RG_TASKS),
+        description="reasoning-gym generators (comma-separated on the command line)",
+    )
+    rg_config: JsonObject = Field(
+        default_factory=dict,
+        description="Generator options per reasoning-gym task, e.g. "
+        '{"basic_arithmetic": {"max_terms": 2, "max_digits": 1, "operators": ["+"]}}',
+    )
     rg_train_size: int = Field(default=2000, description="reasoning-gym train items (spread over tasks)")
     rg_eval_size: int = Field(default=200, description="reasoning-gym eval items")
     data_seed: int = Field(default=1234, description="Seed of the reasoning-gym generators")
@@ -169,13 +178,18 @@ class MathTask(Task):
         cache = self.__dict__.setdefault("_rg_cache", {})
         if "eval" not in cache:
             cache["eval"] = _rg_generate(
-                self.config.rg_tasks, self.config.rg_eval_size, self.config.data_seed + 1
+                self.config.rg_tasks,
+                self.config.rg_eval_size,
+                self.config.data_seed + 1,
+                self.config.rg_config,
             )
         if split == "eval":
             return cache["eval"]
         if "train" not in cache:
             seen = {r["question"] for r in cache["eval"]}
-            train = _rg_generate(self.config.rg_tasks, self.config.rg_train_size, self.config.data_seed)
+            train = _rg_generate(
+                self.config.rg_tasks, self.config.rg_train_size, self.config.data_seed, self.config.rg_config
+            )
             cache["train"] = [r for r in train if r["question"] not in seen]
         return cache["train"]
 
@@ -208,18 +222,30 @@ def _looks_remote(name: str) -> bool:
     return not Path(name).exists() and "/" in name or name.startswith("hf:")
 
 
-def _rg_generate(tasks: list[str], size: int, seed: int) -> list[dict[str, Any]]:
-    """`size` problems spread round-robin over `tasks`, deterministic in `seed` (and so cached on
-    disk per reasoning-gym version: importing reasoning_gym takes seconds, its rows never change)."""
+def _rg_generate(
+    tasks: list[str], size: int, seed: int, options: Mapping[str, Mapping[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """`size` problems spread round-robin over `tasks` (each generator built with its `options`),
+    deterministic in `seed` (and so cached on disk per reasoning-gym version: importing
+    reasoning_gym takes seconds, its rows never change). An option the generator does not take is a
+    DataSourceError naming the task."""
     from importlib.metadata import version
 
     if not tasks or size <= 0:
         return []
-    key = json.dumps(["reasoning-gym", version("reasoning-gym"), list(tasks), size, seed])
-    return cached_rows(key, lambda: _rg_build(tasks, size, seed))
+    unknown = sorted(set(options or {}) - set(tasks))
+    if unknown:
+        raise DataSourceError(f"rg_config names tasks that are not in rg_tasks: {unknown}")
+    options = {task: dict(options[task]) for task in tasks if options and options.get(task)}
+    key = json.dumps(
+        ["reasoning-gym", version("reasoning-gym"), list(tasks), size, seed, options], sort_keys=True
+    )
+    return cached_rows(key, lambda: _rg_build(tasks, size, seed, options))
 
 
-def _rg_build(tasks: list[str], size: int, seed: int) -> list[dict[str, Any]]:
+def _rg_build(
+    tasks: list[str], size: int, seed: int, options: Mapping[str, Mapping[str, Any]]
+) -> list[dict[str, Any]]:
     import reasoning_gym
 
     per_task = [size // len(tasks) + (1 if i < size % len(tasks) else 0) for i in range(len(tasks))]
@@ -227,7 +253,15 @@ def _rg_build(tasks: list[str], size: int, seed: int) -> list[dict[str, Any]]:
     for k, (task, n) in enumerate(zip(tasks, per_task, strict=True)):
         if n == 0:
             continue
-        for j, entry in enumerate(reasoning_gym.create_dataset(task, size=n, seed=seed * 1000 + k)):
+        try:
+            dataset = reasoning_gym.create_dataset(
+                task, size=n, seed=seed * 1000 + k, **options.get(task, {})
+            )
+        except (TypeError, AssertionError, ValueError) as e:
+            raise DataSourceError(
+                f"reasoning-gym task {task!r} rejects its rg_config {options.get(task)}: {e}"
+            ) from e
+        for j, entry in enumerate(dataset):
             rows.append(
                 {
                     "id": f"rg-{task}-{seed}-{j}",

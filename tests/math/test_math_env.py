@@ -31,6 +31,67 @@ def test_reasoning_gym_default_is_deterministic_and_disjoint():
     assert [i.prompt for i in other] != [i.prompt for i in a_train]
 
 
+ONE_DIGIT_SUMS = {"basic_arithmetic": {"max_terms": 2, "max_digits": 1, "operators": ["+"],
+                                      "allow_parentheses": False, "allow_negation": False}}  # fmt: skip
+
+
+def test_reasoning_gym_generators_take_their_options():
+    items, errors = rg_task(rg_tasks=["basic_arithmetic"], rg_config=ONE_DIGIT_SUMS).items("eval")
+    assert not errors and len(items) == 18
+    for item in items:
+        a, b = (
+            int(x) for x in re.fullmatch(r"Calculate (\d+) \+ (\d+)\.", item.prompt[-1]["content"]).groups()
+        )
+        assert item.answer == str(a + b) and a <= 10 and b <= 10  # reasoning-gym's "one digit" reaches 10
+    plain, _ = rg_task(rg_tasks=["basic_arithmetic"]).items("eval")  # its own defaults: other problems
+    assert [i.prompt for i in plain] != [i.prompt for i in items]
+
+
+def test_bad_generator_options_are_one_clear_error():
+    from environments.data_sources import DataSourceError
+
+    with pytest.raises(DataSourceError, match="not in rg_tasks: \\['gcd'\\]"):
+        rg_task(rg_tasks=["basic_arithmetic"], rg_config={"gcd": {}}).items("eval")
+    with pytest.raises(DataSourceError, match="'basic_arithmetic' rejects its rg_config"):
+        rg_task(rg_tasks=["basic_arithmetic"], rg_config={"basic_arithmetic": {"no_such_option": 1}}).items(
+            "eval"
+        )
+
+
+@pytest.mark.parametrize(
+    ("tasks", "config"),
+    [
+        ("basic_arithmetic", json.dumps(ONE_DIGIT_SUMS)),  # as the command line hands them over
+        ('["basic_arithmetic"]', json.dumps(ONE_DIGIT_SUMS)),
+        (["basic_arithmetic"], ONE_DIGIT_SUMS),  # as --config YAML or Python gives them
+    ],
+)
+def test_list_and_mapping_options_come_from_the_command_line_as_text(tasks, config):
+    cfg = MathEnvConfig(rg_tasks=tasks, rg_config=config)
+    assert cfg.rg_tasks == ["basic_arithmetic"] and cfg.rg_config == ONE_DIGIT_SUMS
+    assert MathEnvConfig(rg_tasks="gcd, lcm").rg_tasks == ["gcd", "lcm"]
+    with pytest.raises(ValueError, match="not a JSON object"):
+        MathEnvConfig(rg_config="{not json")
+
+
+def test_math_env_cli_takes_list_and_mapping_options(tmp_path):
+    """atroposlib's CLI rebuilds the config from bare annotations and hands these options over as the
+    text typed: they reach the env (an unreachable server fails after the config is accepted)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "environments" / "math_env.py"
+    out = subprocess.run(
+        [sys.executable, str(script), "process", "--env.rg_tasks", "basic_arithmetic,gcd",
+         "--env.rg_config", json.dumps(ONE_DIGIT_SUMS), "--env.rg_eval_size", "4", "--env.rg_train_size", "4",
+         "--env.total_steps", "1", "--env.tokenizer_name", "no/such-tokenizer",
+         "--openai.base_url", "http://127.0.0.1:9/v1", "--env.data_path_to_save_groups", str(tmp_path / "g.jsonl")],
+        capture_output=True, text=True, timeout=120, cwd=script.parents[1],
+    )  # fmt: skip
+    assert out.returncode != 0 and "invalid configuration" not in out.stderr, out.stderr[-1500:]
+
+
 @pytest.fixture(scope="module")
 def shared_pool():
     with CasPool(workers=1) as p:

@@ -34,7 +34,8 @@ def test_help_shows_every_command_with_its_defaults(capsys):
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
     assert (
-        "rlvr demo [--env code|code-repair|math|judge|qa] [--groups 8]" in out
+        "rlvr demo [--env math|code|code-repair|judge|qa] [--groups 16]" in out
+        and "rlvr model fetch | path | verify" in out
         and "rlvr sandbox sweep" in out
         and "rlvr view PATH" in out
     )
@@ -48,8 +49,10 @@ def test_demo_help_shows_defaults_and_what_to_expect(capsys):
         main(["demo", "--help"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    assert "code-repair" in out and "(default: code)" in out and "(default: 8)" in out
-    assert "no_answer" in out and "--base-url URL --model NAME" in out
+    assert "code-repair" in out and "(default: math)" in out and "(default: 16)" in out
+    assert (
+        "SmolLM2-135M-Instruct" in out and "(default: real)" in out and "--base-url URL --model NAME" in out
+    )
 
 
 def test_demo_keeps_its_model_in_the_user_cache_never_in_the_package(monkeypatch, tmp_path):
@@ -75,13 +78,50 @@ def test_each_demo_configuration_writes_to_its_own_folder():
     more_groups = run_dir(parse_args(["--groups", "32"]))  # more groups extend the same run
     others = [run_dir(parse_args(a)) for a in (["--group-size", "2"], ["--max-tokens", "16", "--group-size", "2"],
                                                 ["--env", "qa"], ["--base-url", "http://127.0.0.1:9/v1", "--model", "org/m"])]  # fmt: skip
-    assert default == more_groups == Path("out/demo/code")
-    assert len({default, *others}) == 5 and others[1].name == "code-k2-t16"
+    tiny = run_dir(parse_args(["--local-model", "tiny"]))
+    assert default == more_groups == Path("out/demo/math") and tiny == Path("out/demo/math-tiny")
+    assert len({default, tiny, *others}) == 6 and others[1].name == "math-k2-t16"
     command = process_command(parse_args(["--group-size", "2"]), "http://x/v1", "m", "vllm")
-    assert command[command.index("--env.data_path_to_save_groups") + 1] == "out/demo/code-k2/groups.jsonl"
+    assert command[command.index("--env.data_path_to_save_groups") + 1] == "out/demo/math-k2/groups.jsonl"
 
 
-def test_the_judge_demo_asks_for_a_judge_up_front(capsys):
-    assert main(["demo", "--env", "judge"]) == 2
+def test_the_real_model_runs_each_env_with_its_preset_and_others_without():
+    from environments.atropos_runtime.demo import REAL, parse_args, process_command
+
+    def flag(command: list[str], name: str) -> str | None:
+        return command[command.index(name) + 1] if name in command else None
+
+    real = process_command(parse_args([]), "http://x/v1", "m", "vllm")
+    assert flag(real, "--env.rg_tasks") == "basic_arithmetic" and flag(real, "--env.max_tokens") == "96"
+    assert "\\boxed{7}" in flag(real, "--env.system_prompt")
+    mine = process_command(
+        parse_args(["--max-tokens", "40", "--", "--env.temperature", "1.0"]), "u", "m", "vllm"
+    )
+    assert flag(mine, "--env.max_tokens") == "40" and mine[-2:] == [
+        "--env.temperature",
+        "1.0",
+    ]  # the user's last
+    for args in (["--local-model", "tiny"], ["--base-url", "http://127.0.0.1:9/v1", "--model", "org/m"]):
+        other = process_command(parse_args(args), "http://x/v1", "m", "vllm")
+        assert "--env.rg_tasks" not in other and "--env.system_prompt" not in other
+    assert set(REAL) == {"math", "code", "code-repair", "qa", "judge"}
+    judge = process_command(parse_args(["--env", "judge"]), "http://x/v1", "m", "vllm")
+    assert flag(judge, "--env.judge_base_url") == "http://x/v1" and flag(judge, "--env.judge_model") == "m"
+
+
+def test_the_demo_reports_the_accuracy_from_what_process_wrote(tmp_path):
+    from environments.atropos_runtime.demo import accuracy_line
+
+    (tmp_path / "groups.jsonl").write_text('{"scores": [1.0, 0.0]}\n{"scores": [1.0, 1.0]}\n')
+    (tmp_path / "groups.summary.json").write_text(
+        '{"mean_score": 0.75, "reward_status": {"ok": 3, "no_answer": 1, "timeout": 2}}'
+    )
+    line = accuracy_line(tmp_path)
+    assert "mean reward 0.75" in line and "3/4 samples" in line and "2 could not be verified" in line
+    assert accuracy_line(tmp_path / "missing").startswith("no result to report")
+
+
+def test_the_tiny_judge_demo_asks_for_a_judge_up_front(capsys):
+    assert main(["demo", "--env", "judge", "--local-model", "tiny"]) == 2
     err = capsys.readouterr().err
     assert "needs a judge model" in err and "--judge-url URL --judge-model NAME" in err
