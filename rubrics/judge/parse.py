@@ -39,6 +39,7 @@ class VerdictError(ValueError):
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(f"{kind}: {message}")
         self.kind = kind
+        self.detail = message  # without the kind, for reasons that name the kind once themselves
 
 
 @dataclass(frozen=True)

@@ -433,7 +433,7 @@ class JudgeRubric(Rubric):
         try:
             return self._parse(reply.content, reply.logprobs, echoes)
         except VerdictError as exc:
-            return self._count(Verdict(None, exc.kind, f"{exc}; reply tail {reply.content[-120:]!r}"))
+            return self._count(Verdict(None, exc.kind, f"{exc.detail}; reply tail {reply.content[-120:]!r}"))
 
     def _parse(self, content: str, logprobs: Sequence[Any], echoes: Sequence[str] = ()) -> Verdict:
         c = self.config

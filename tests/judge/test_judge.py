@@ -74,6 +74,7 @@ async def test_naive_parser_cases(judge, case):
     else:
         assert result.score is None and result.status is Status.ERROR
         assert result.reason.startswith(expected), result.reason
+        assert result.reason.count(f"{expected}:") == 1, result.reason  # the kind is named once
 
 
 async def test_truncated_judge_is_an_error_not_a_score(judge):
