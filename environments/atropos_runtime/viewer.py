@@ -412,7 +412,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_open:
         import webbrowser
 
-        webbrowser.open(page.resolve().as_uri())
+        url = page.resolve().as_uri()
+        if not webbrowser.open(url):
+            print(
+                f"no browser could be opened here: open {url} yourself, or serve it with "
+                f"rlvr view {args.path} --serve (then ssh -L {args.port}:127.0.0.1:{args.port} from your machine)"
+            )
     return 0
 
 

@@ -8,6 +8,16 @@ Public API:
 Needs the `server` extra (FastAPI, uvicorn, prometheus-client).
 """
 
-from rubrics.server.app import ServerConfig, create_app
+from typing import Any
 
 __all__ = ["ServerConfig", "create_app"]
+
+
+def __getattr__(name: str) -> Any:
+    """Loaded on first use, so that `rlvr-reward-server` (`launch.py`) can say in one line that the
+    `server` extra is missing instead of failing on this package's imports."""
+    if name in __all__:
+        from rubrics.server import app
+
+        return getattr(app, name)
+    raise AttributeError(f"module 'rubrics.server' has no attribute {name!r}")

@@ -210,3 +210,19 @@ def test_the_page_file_holds_no_raw_control_character_and_rlvr_view_serves_it(tm
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_view_without_a_browser_says_where_the_page_is_and_how_to_serve_it(tmp_path, monkeypatch, capsys):
+    import webbrowser
+
+    from environments.atropos_runtime.cli import main as rlvr
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "groups.jsonl").write_text(json.dumps({"uid": "g#0", "scores": [1.0], "messages": [[]]}) + "\n")
+    monkeypatch.setattr(webbrowser, "open", lambda url: False)  # what it returns where no browser exists
+    assert rlvr(["view", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "no browser could be opened here" in out and "file://" in out and f"rlvr view {run} --serve" in out
+    monkeypatch.setattr(webbrowser, "open", lambda url: True)
+    assert rlvr(["view", str(run)]) == 0 and "no browser" not in capsys.readouterr().out
