@@ -20,7 +20,8 @@ Evaluation is the env's own `evaluate` on the held-out problems (the last half o
 is tuned on them): solve rate after k turns under each feedback mode, and the RLEF baseline,
 independent resampling with the same budget of 3 samples (best by public tests). Before = theta 0
 (P(use) = 0.5); after = the arm's trained theta, evaluated under the arm's own feedback mode.
-Writes benchmarks/results/rlef_learning.{md,json,png} (or --out).
+Writes out/learn/rlef_learning.{md,json,png} (or --out); --update-results writes the committed
+benchmarks/results/ instead.
 """
 
 from __future__ import annotations
@@ -438,9 +439,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="one seed, 8 steps")
     parser.add_argument("--seeds", type=int, nargs="+", default=None)
     parser.add_argument("--steps", type=int, default=None)
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, help="output folder (default out/learn)")
+    parser.add_argument(
+        "--update-results", action="store_true", help=f"write the committed results in {RESULTS} instead"
+    )
     parser.add_argument("--from-json", type=Path, help="rewrite the table and plot from a results JSON")
     args = parser.parse_args(argv)
+    args.out = args.out or (RESULTS if args.update_results else Path("out") / "learn")
+    args.out.mkdir(parents=True, exist_ok=True)
     if args.from_json:
         write_results(json.loads(args.from_json.read_text()), args.out)
         return

@@ -19,6 +19,7 @@ from typing import Any
 
 from environments.atropos_runtime.base import RubricEnv
 from environments.atropos_runtime.episode_runtime import eval_fields
+from environments.atropos_runtime.modes import failed_sample
 from environments.atropos_runtime.rollouts import sample_group
 from rubrics.code.suites import suite_from
 from rubrics.core import Sample
@@ -39,10 +40,14 @@ async def evaluate_rlef(env: RubricEnv) -> dict[str, Any]:
             env.task.config.feedback = mode
 
             async def one(item: Any, mode: str = mode) -> dict[str, Any]:
-                async with sem:
-                    rollouts, results = await env.rollout_and_score(item, 1, split="eval")
-                result = results[0]
-                fields = eval_fields(rollouts[0])
+                fields: dict[str, Any] = {}
+                try:
+                    async with sem:
+                        rollouts, results = await env.rollout_and_score(item, 1, split="eval")
+                    result = results[0]
+                    fields = eval_fields(rollouts[0])
+                except Exception as exc:  # noqa: BLE001 - one failing episode must not end the eval
+                    result = failed_sample(exc)
                 return {"uid": item.uid, "mode": mode, "score": result.score, "status": result.status.value,
                         "reason": result.reason, **fields}  # fmt: skip
 
@@ -97,10 +102,15 @@ async def _resample(env: RubricEnv, turns: int, sem: asyncio.Semaphore) -> tuple
     assert env.rubric is not None
 
     async def one(item: Any) -> tuple[list[float] | None, dict[str, Any]]:
-        async with sem:
-            rollouts = await sample_group(env.server, env.tokenizer, item.prompt, turns,
-                                          env.generation_params("eval"), env.token_capable,
-                                          env.config.request_timeout_s, split="eval")  # fmt: skip
+        try:
+            async with sem:
+                rollouts = await sample_group(env.server, env.tokenizer, item.prompt, turns,
+                                              env.generation_params("eval"), env.token_capable,
+                                              env.config.request_timeout_s, split="eval")  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - one failing sample must not end the eval
+            failed = failed_sample(exc)
+            return None, {"uid": item.uid, "mode": "resample", "score": None, "status": failed.status.value,
+                          "reason": failed.reason}  # fmt: skip
         texts = [r.text for r in rollouts]
         public = suite_from(item.info["public"])
         pub = await env.rubric.score_group([Sample(item.prompt, t, public, item.info) for t in texts])

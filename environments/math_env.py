@@ -244,10 +244,11 @@ def _rg_generate(
 
 
 def _rg_build(
-    tasks: list[str], size: int, seed: int, options: Mapping[str, Mapping[str, Any]]
+    tasks: list[str], size: int, seed: int, options: Mapping[str, Mapping[str, Any]] | None = None
 ) -> list[dict[str, Any]]:
     import reasoning_gym
 
+    options = options or {}
     per_task = [size // len(tasks) + (1 if i < size % len(tasks) else 0) for i in range(len(tasks))]
     rows = []
     for k, (task, n) in enumerate(zip(tasks, per_task, strict=True)):

@@ -217,10 +217,21 @@ def load_tokenizer(name: Any, *inputs: Any, **kwargs: Any) -> Any:
         return _loaded[key]
 
 
+class TokenizerUnavailable(OSError):
+    """A tokenizer that cannot be loaded, named with the option that sets it (one line)."""
+
+
 def _load_simple(name: str) -> Any:
     directory = Path(name)
     if not directory.is_dir():
-        return _real("transformers").AutoTokenizer.from_pretrained(name)
+        try:
+            return _real("transformers").AutoTokenizer.from_pretrained(name)
+        except OSError as exc:  # not a folder here, and the hub is unreachable or has no such repo
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise TokenizerUnavailable(
+                f"cannot load the tokenizer {name!r}: it is not a folder here and the hub gave: {first} "
+                "(set --env.tokenizer_name to a local model folder; it defaults to --openai.model_name)"
+            ) from exc
     versions = _versions()
     memo_key = f"{versions}|{directory.resolve()}"
     stamp = _stamp(directory)

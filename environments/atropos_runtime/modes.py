@@ -31,6 +31,7 @@ from environments.atropos_runtime.episode_runtime import eval_fields, turn_metri
 from environments.atropos_runtime.output import GroupWriter, jsonable, token_counts, write_html
 from environments.atropos_runtime.run_identity import DROPPED_SUFFIX, claim_output, model_name
 from environments.atropos_runtime.sampling_slots import SamplingSlots
+from environments.atropos_runtime.server_health import describe, unwrap
 from rubrics.core import RewardResult, Status
 
 log = logging.getLogger("rlvr")
@@ -139,6 +140,15 @@ def print_summary(title: str, summary: dict[str, Any]) -> None:
         print(f"  {key.ljust(width)}  {value}")
 
 
+def failed_sample(exc: BaseException) -> RewardResult:
+    """The could-not-verify verdict of an eval sample whose episode raised: a timeout, or an error
+    with its cause (what a retried call's RetryError wraps, e.g. the server's 400 and its text)."""
+    cause = unwrap(exc)
+    if isinstance(cause, asyncio.TimeoutError):
+        return RewardResult.unverified(Status.TIMEOUT, "inference timed out")
+    return RewardResult.unverified(Status.ERROR, describe(cause))
+
+
 async def run_evaluate(env: RuntimeEnv) -> dict[str, Any]:
     if not env.eval_items:
         log.warning("%s: no eval items; nothing to evaluate", env.name)
@@ -155,10 +165,8 @@ async def run_evaluate(env: RuntimeEnv) -> dict[str, Any]:
                 prompt_tokens, completion_tokens = token_counts(rollouts[0].masks)
                 extra = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
                 extra.update(eval_fields(rollouts[0]))
-            except asyncio.TimeoutError:
-                result = RewardResult.unverified(Status.TIMEOUT, "inference timed out")
             except Exception as exc:  # noqa: BLE001 - one failing sample must not end the eval
-                result = RewardResult.unverified(Status.ERROR, f"{type(exc).__name__}: {exc}")
+                result = failed_sample(exc)
         return {
             "uid": item.uid,
             "messages": [*item.prompt, {"role": "assistant", "content": text}],

@@ -242,3 +242,50 @@ async def test_named_test_is_the_first_failing_one_not_a_count(tiny, regress_ser
             assert sample["turn_info"][k + 1]["named_fixed"] is (named != 1), (named, sample["turn_info"])
             checked += 1
     assert checked == 2 * len(env.eval_items) > 0
+
+
+async def test_evaluate_keeps_going_when_an_episode_fails_and_says_why(tiny, server, tmp_path):
+    """One item's inference fails in every mode (as a retried call does: a RetryError around the
+    server's 400): evaluate finishes, that item is unverified with the server's own reason, and the
+    others are scored as before."""
+    import tenacity
+
+    from environments import code_repair_eval
+    from environments.atropos_runtime.token_completions import InferenceError
+
+    env = make_env(
+        tiny, server, write_problems(tmp_path / "p.jsonl"), data_dir_to_save_evals=str(tmp_path / "ev")
+    )
+    await env.setup()
+    bad = env.eval_items[0].uid
+
+    def failing() -> tenacity.RetryError:
+        attempt = tenacity.Future(attempt_number=3)
+        attempt.set_exception(InferenceError("vLLM /completions returned 400: prompt too long"))
+        return tenacity.RetryError(attempt)
+
+    real_rollout, real_sample = env.rollout_and_score, code_repair_eval.sample_group
+
+    async def rollout_and_score(item, *args, **kwargs):
+        if item.uid == bad:
+            raise failing()
+        return await real_rollout(item, *args, **kwargs)
+
+    async def sample_group(server_, tokenizer, prompt, *args, **kwargs):
+        if prompt == env.eval_items[0].prompt:
+            raise failing()
+        return await real_sample(server_, tokenizer, prompt, *args, **kwargs)
+
+    env.rollout_and_score = rollout_and_score
+    code_repair_eval.sample_group = sample_group
+    try:
+        metrics = await env.evaluate()
+    finally:
+        code_repair_eval.sample_group = real_sample
+        await env.aclose()
+    assert metrics["eval/real/unverified"] == 1 and metrics["eval/real/solve@3"] == 1.0
+    samples = [json.loads(line) for line in (tmp_path / "ev" / "samples.jsonl").read_text().splitlines()]
+    failed = [s for s in samples if s["uid"] == bad]
+    assert {s["mode"] for s in failed} == {"real", "none", "random", "resample"}
+    assert all(s["score"] is None and s["status"] == "error" for s in failed)
+    assert all(s["reason"] == "InferenceError: vLLM /completions returned 400: prompt too long" for s in failed)

@@ -278,6 +278,8 @@ def test_generated_math_rows_come_back_identical_from_the_disk_cache(memo_dir: P
     monkeypatch.undo()
     monkeypatch.setenv("RLVR_CACHE_DIR", str(memo_dir))
     assert math_env._rg_generate(tasks, 7, 3) == fresh
+    easier = {"basic_arithmetic": {"max_terms": 2, "max_digits": 1}}  # other generator options: other rows
+    assert math_env._rg_generate(tasks, 7, 3, easier) == math_env._rg_build(tasks, 7, 3, easier) != fresh
 
 
 @pytest.mark.slow
@@ -333,3 +335,15 @@ def test_the_snapshots_render_is_jinjas_render_with_globals_and_errors():
         template.render(**variables, bad=True)
     with pytest.raises(type(upstream.value), match="bad role: a"):
         _render(template, dict(template.globals), {**variables, "bad": True})
+
+
+def test_a_tokenizer_that_cannot_be_loaded_is_named_with_the_option_that_sets_it():
+    """Offline (as every test runs), a hub name that is not a local folder cannot load: the error
+    names the tokenizer and `--env.tokenizer_name`, in one line."""
+    from environments.atropos_runtime.lazy_imports import TokenizerUnavailable, load_tokenizer
+
+    with pytest.raises(TokenizerUnavailable) as exc:
+        load_tokenizer("no-such-org/no-such-tokenizer")
+    message = str(exc.value)
+    assert "'no-such-org/no-such-tokenizer'" in message and "--env.tokenizer_name" in message
+    assert "\n" not in message and isinstance(exc.value, OSError)  # callers that catch OSError still do
