@@ -40,21 +40,37 @@ def evaluate_command(env: str, model: str, base_url: str, out: Path, limit: int 
     ]  # fmt: skip
 
 
+def completion_tokens(sample: dict) -> int:
+    """Tokens the model sampled for one eval sample (every turn of an episode)."""
+    if sample.get("completion_tokens") is not None:
+        return int(sample["completion_tokens"])
+    return sum(len(turn.get("tokens") or []) for turn in (sample.get("episode") or {}).get("turns", []))
+
+
 def summarize(env: str, out: Path, seconds: float) -> dict:
-    """One table row from what `evaluate` wrote (metrics.json + samples.jsonl)."""
+    """One table row from what `evaluate` wrote (metrics.json + samples.jsonl). Code repair's evaluate
+    runs four arms (real / none / random feedback, resampling): its row is the `real` arm (the env's
+    own episodes), its tokens/s counts every arm's tokens."""
     metrics = json.loads((out / "metrics.json").read_text())["results"]["all"]
     samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines() if line.strip()]
-    tokens = sum(int(s.get("completion_tokens") or 0) for s in samples)
-    n = int(metrics.get("eval/n_samples") or len(samples))
-    unverified = metrics.get("eval/n_unverified", sum(s.get("score") is None for s in samples))
-    turns = metrics.get("eval/turns_mean", metrics.get("eval/real/turns_mean"))
+    tokens = sum(completion_tokens(s) for s in samples)
+    if "mode" in (samples[0] if samples else {}):  # code repair: the real-feedback arm
+        arm = [s for s in samples if s["mode"] == "real"]
+        scored = [s["score"] for s in arm if s["score"] is not None]
+        accuracy, turns = metrics.get("eval/real/solve@3"), metrics.get("eval/real/turns")
+        n, unverified = len(arm), len(arm) - len(scored)
+        mean = sum(scored) / len(scored) if scored else None
+    else:
+        n = int(metrics.get("eval/n_samples") or len(samples))
+        unverified = int(metrics.get("eval/n_unverified", 0))
+        accuracy, mean, turns = metrics.get("eval/accuracy"), metrics.get("eval/mean_score"), 1.0
     return {
         "env": env,
         "items": n,
-        "accuracy": metrics.get("eval/accuracy", metrics.get("eval/real/solve@3")),
-        "mean_score": metrics.get("eval/mean_score"),
-        "unverified_rate": (unverified / n) if n else None,
-        "mean_turns": turns if turns is not None else 1.0,
+        "accuracy": accuracy,
+        "mean_score": mean,
+        "unverified_rate": unverified / n if n else None,
+        "mean_turns": turns,
         "completion_tokens_per_s": tokens / seconds if seconds else None,
         "seconds": seconds,
         "metrics": metrics,

@@ -99,19 +99,23 @@ def _solved_after(sample: dict[str, Any], k: int) -> float:
 
 
 async def _resample(env: RubricEnv, turns: int, sem: asyncio.Semaphore) -> tuple[dict[str, Any], list]:
+    """Best of `turns` independent samples. Greedy (temperature 0) samples are all the same, and vLLM
+    refuses n > 1 with greedy sampling: there one sample stands for all of them."""
     assert env.rubric is not None
+    params = env.generation_params("eval")
+    n = 1 if not params.get("temperature") else turns
 
     async def one(item: Any) -> tuple[list[float] | None, dict[str, Any]]:
         try:
             async with sem:
-                rollouts = await sample_group(env.server, env.tokenizer, item.prompt, turns,
-                                              env.generation_params("eval"), env.token_capable,
+                rollouts = await sample_group(env.server, env.tokenizer, item.prompt, n,
+                                              params, env.token_capable,
                                               env.config.request_timeout_s, split="eval")  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - one failing sample must not end the eval
             failed = failed_sample(exc)
             return None, {"uid": item.uid, "mode": "resample", "score": None, "status": failed.status.value,
                           "reason": failed.reason}  # fmt: skip
-        texts = [r.text for r in rollouts]
+        texts = [r.text for r in rollouts] * (turns // n)
         public = suite_from(item.info["public"])
         pub = await env.rubric.score_group([Sample(item.prompt, t, public, item.info) for t in texts])
         priv = await env.rubric.score_group([item.sample(t) for t in texts])

@@ -288,4 +288,33 @@ async def test_evaluate_keeps_going_when_an_episode_fails_and_says_why(tiny, ser
     failed = [s for s in samples if s["uid"] == bad]
     assert {s["mode"] for s in failed} == {"real", "none", "random", "resample"}
     assert all(s["score"] is None and s["status"] == "error" for s in failed)
-    assert all(s["reason"] == "InferenceError: vLLM /completions returned 400: prompt too long" for s in failed)
+    assert all(
+        s["reason"] == "InferenceError: vLLM /completions returned 400: prompt too long" for s in failed
+    )
+
+
+async def test_greedy_resampling_asks_for_one_sample_as_vllm_requires(tiny, server, tmp_path):
+    """vLLM refuses n > 1 with greedy sampling ("n must be 1 when using greedy sampling"): at
+    eval_temperature 0 the baseline asks for one sample, which stands for all (they coincide);
+    at a temperature it asks for max_turns independent ones."""
+    from environments import code_repair_eval
+
+    asked: list[int] = []
+    real_sample = code_repair_eval.sample_group
+
+    async def sample_group(server_, tokenizer, prompt, n, *args, **kwargs):
+        asked.append(n)
+        return await real_sample(server_, tokenizer, prompt, n, *args, **kwargs)
+
+    code_repair_eval.sample_group = sample_group
+    try:
+        for temperature, expected in ((0.0, 1), (0.7, 3)):
+            asked.clear()
+            env = make_env(tiny, server, write_problems(tmp_path / "p.jsonl"), eval_temperature=temperature,
+                           data_dir_to_save_evals=str(tmp_path / f"ev{temperature}"))  # fmt: skip
+            await env.setup()
+            metrics = await env.evaluate()
+            await env.aclose()
+            assert asked and set(asked) == {expected} and metrics["eval/resample/unverified"] == 0
+    finally:
+        code_repair_eval.sample_group = real_sample
