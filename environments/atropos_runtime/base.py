@@ -254,6 +254,11 @@ class RubricEnv(RunApiClient, BaseEnv):
         self.hopeless = ""  # set when no group can get through this configuration (see hopeless_run)
         # process/evaluate honour --env.max_token_length when it is given (serve gets the trainer's)
         self._process_len_limit = config.max_token_length if option_given("max_token_length") else -1
+        # process drops groups of identical scores only when --env.ensure_scores_are_not_same is given
+        # true (serve: on by default); written data keeps every group unless asked otherwise
+        self._process_drops_identical = (
+            option_given("ensure_scores_are_not_same") and config.ensure_scores_are_not_same
+        )
         self.inflight = 0
         self._trains = False  # serve/process: logprobs are sent/written, so their convention is checked
         self.watcher: InferenceWatcher | None = None
@@ -396,7 +401,9 @@ class RubricEnv(RunApiClient, BaseEnv):
                 self.generation_params(),
                 group_size=self.config.group_size,
                 training=training,
-                ensure_scores_differ=training and self.config.ensure_scores_are_not_same,
+                ensure_scores_differ=self.config.ensure_scores_are_not_same
+                if training
+                else self._process_drops_identical,
                 max_token_len=self.max_token_len if training else self._process_len_limit,
                 bos_token_id=self.tokenizer.bos_token_id,
                 eos_token_id=None,

@@ -37,6 +37,8 @@ DESCRIPTIONS = {
     "evaluate: when given, longer groups are dropped as too_long",
     "model_name": "the model to sample from; checked against the server's /models at start",
     "group_size": "samples per prompt (one group); serve needs 2 or more",
+    "ensure_scores_are_not_same": "serve: groups whose scores are all equal (no learning signal) are "
+    "dropped as identical_scores; process: only when given true",
     "total_steps": "serve: trainer steps (run-api's value when -1); process: groups to write",
 }
 EXAMPLES = {

@@ -129,3 +129,39 @@ def test_a_run_whose_groups_all_drop_for_one_reason_stops_with_its_summary(tiny_
     summary = json.loads(out.with_suffix(".summary.json").read_text())
     assert summary["groups_new"] == 0 and summary["stopped"].startswith("qa process: the first 20 groups")
     assert asked < 100  # it stopped, it did not sample all 200 groups
+
+
+@pytest.mark.parametrize("given", [["true"], [], ["false"]])
+def test_process_drops_identical_scores_only_when_asked(tiny_model, tmp_path, given):
+    """serve drops a group whose scores are all equal (no GRPO signal) by default; process keeps every
+    group unless `--env.ensure_scores_are_not_same true` is given, then drops it as `identical_scores`,
+    in the dropped file and the summary like any other drop."""
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    data, out = tmp_path / "qa.jsonl", tmp_path / "g.jsonl"
+    data.write_text('{"id": "fr", "question": "What is the capital of France?", "answer": "Paris"}\n'
+                    '{"id": "jp", "question": "What is the capital of Japan?", "answer": "Tokyo"}\n')  # fmt: skip
+
+    def answer(prompt: str, i: int) -> str:  # France: 1 right of 2 (scores differ); Japan: both wrong
+        return "<answer>Paris</answer>" if "France" in prompt and i == 0 else "<answer>no</answer>"
+
+    option = [arg for value in given for arg in ("--env.ensure_scores_are_not_same", value)]
+    with ScriptedPolicy(tok, answer) as policy:
+        proc = run("qa_env.py", "process", "--env.tokenizer_name", str(tiny_model), "--openai.model_name", "scripted",
+                   "--openai.base_url", policy.base_url, "--env.dataset", str(data), "--env.eval_fraction", "0",
+                   "--env.total_steps", "2", "--env.group_size", "2", "--env.data_path_to_save_groups", str(out),
+                   *option, cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    dropped_path = out.with_suffix(".dropped.jsonl")
+    dropped = (
+        [json.loads(line) for line in dropped_path.read_text().splitlines()] if dropped_path.exists() else []
+    )
+    summary = json.loads(out.with_suffix(".summary.json").read_text())
+    if given == ["true"]:
+        assert [g["item_uid"] for g in written] == ["fr"] and sorted(written[0]["scores"]) == [0.0, 1.0]
+        assert [(d["item_uid"], d["reason"]) for d in dropped] == [("jp", "identical_scores")]
+        assert dropped[0]["detail"] == "all 2 scores are 0.0" and len(dropped[0]["samples"]) == 2
+        assert summary["dropped"] == {"identical_scores": 1} and summary["groups_new"] == 1
+    else:  # the default (and `false`): every group is written, identical scores included
+        assert sorted(g["item_uid"] for g in written) == ["fr", "jp"]
+        assert dropped == [] and summary["dropped"] == {} and summary["groups_new"] == 2
