@@ -45,7 +45,9 @@ host judges stdio and call tests), so it never stops the run.
 
 Result outcomes: `ok` (ran to completion; stdio/call verdicts are decided on the host), `error`
 (exception, non-zero exit, fatal signal), `timeout`, `memory`, `output` (stdout over its cap),
-`invalid` (returned a non-builtin value), `hack` (detector hit), `internal` (harness failure).
+`invalid` (returned a non-builtin value), `hack` (detector hit; also a session child that exited
+before its tests finished, and any child that ended by a signal no fault or limit sends, or stopped:
+only the child itself can have done it), `internal` (harness failure).
 """
 
 from .supervisor import main, reset, run_spec, supervise

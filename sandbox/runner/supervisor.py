@@ -28,6 +28,16 @@ _TICKS = os.sysconf("SC_CLK_TCK")
 _COMPACT = json.JSONEncoder(separators=(",", ":")).encode
 
 _UNREAPED: list[int] = []  # killed children whose exit status no verdict needs
+# the signals that end a child for a fault or a limit (SIGABRT: CPython's own fatal errors abort too);
+# SIGKILL (memory), SIGXCPU (time) and SIGSYS (`fd_filter`) have verdicts of their own. Nothing in
+# the sandbox signals a test child but the harness (SIGKILL, after its verdict), so a child that dies
+# by any other signal, or stops, did it itself: `signal.raise_signal`, `alarm`/`setitimer`,
+# `pidfd_send_signal` raise no audit event (`os.kill` does: the child's hook flags it first)
+_FAULT_SIGNALS = frozenset(
+    getattr(signal, name)
+    for name in ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT", "SIGTRAP", "SIGPIPE", "SIGXFSZ")
+    if hasattr(signal, name)
+)
 _PRELOAD = (
     "math",
     "cmath",
@@ -168,7 +178,7 @@ def supervise(spec: dict, chunk: list, rlimits: tuple = ()) -> list[dict]:
     wall = limit * float(spec.get("wall_factor", 3.0)) + 0.5
     res_cap = int(spec.get("max_value_bytes") or MAX_CHILD_MESSAGE) + 4096
     out, buf, pending, records = bytearray(), bytearray(), [], []
-    status = usage = verdict = None
+    status = usage = verdict = stopped = None
     ready, pos, mark, cpu_mark, polled = stdio, 0, started, 0.0, started
     deadline = started + wall
     extended = 0.0  # run-queue wait already added to a deadline (`proc_run_delay`)
@@ -184,7 +194,10 @@ def supervise(spec: dict, chunk: list, rlimits: tuple = ()) -> list[dict]:
         pidfd = None
     while pos < len(chunk) and verdict is None:
         if status is None:
-            reaped, status_now, usage_now = os.wait4(pid, os.WNOHANG)
+            reaped, status_now, usage_now = os.wait4(pid, os.WNOHANG | os.WUNTRACED)
+            if reaped and os.WIFSTOPPED(status_now):  # stopped itself: its test would never finish
+                verdict, stopped = "stopped", os.WSTOPSIG(status_now)
+                break
             if reaped:
                 status, usage = status_now, usage_now
         if status is not None and not streams:
@@ -270,6 +283,9 @@ def supervise(spec: dict, chunk: list, rlimits: tuple = ()) -> list[dict]:
     record = {"type": "result", "index": index, "time_s": round(time.monotonic() - mark, 4)}
     if verdict == "forged":
         return records + [{**record, "outcome": "hack", "hack": "malformed or forged result message"}]
+    if verdict == "stopped":
+        why = f"stopped itself ({_signal_name(stopped)}) before its test finished"
+        return records + [{**record, "outcome": "hack", "hack": why}]
     cpu = usage.ru_utime + usage.ru_stime - cpu_mark if usage is not None else None
     if verdict == "starved" and not (cpu is not None and cpu > limit):
         error = (
@@ -354,6 +370,9 @@ def _exit_record(
         if sig == signal.SIGSYS:  # `fd_filter` (or the sandbox's filter: a foreign system call ABI)
             return {**record, "outcome": "hack", "hack": "forbidden system call: replacing descriptor 0-2 "
                     "or the result pipe (or a foreign system call ABI)"}  # fmt: skip
+        if sig not in _FAULT_SIGNALS:  # no fault or limit sends it: the child ended itself
+            why = f"ended itself with {_signal_name(sig)} before its test finished"
+            return {**record, "outcome": "hack", "hack": why}
         return {
             **record,
             "outcome": "error",
@@ -366,6 +385,13 @@ def _exit_record(
             return {**record, "outcome": "ok", "stdout": out.decode("utf-8", errors="replace")}
         return {**record, "outcome": "error", "error": {"type": "Exit", "message": f"exit code {code}"}}
     return {**record, "outcome": "hack", "hack": f"exited (code {code}) before the test finished"}
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:  # a real-time signal
+        return f"signal {sig}"
 
 
 def _json_or_text(body: bytes) -> object:
