@@ -81,6 +81,19 @@ def fmt(value: object, spec: str = ".3f") -> str:
     return "n/a" if value is None else format(value, spec)
 
 
+NOTES = {
+    "math": "one-digit sums with a one-shot format example in the system prompt (the demo's task); the "
+    "default reasoning-gym tasks (multi-digit arithmetic, gcd, primes) are beyond this model",
+    "code": "HumanEval's held-out problems; greedy answers are mostly wrong or carry no code block "
+    "(no_answer); at temperature 0.7 a few easy training problems pass (the demo)",
+    "code-repair": "the real-feedback arm of code repair's own evaluate (3 attempts): feedback does "
+    "not turn a failure into a pass for this model; the none/random/resample arms are in the JSON",
+    "qa": "it often knows the answer but says it in a sentence; exact match needs the bare answer",
+    "judge": "the same model is its own judge: no verdict reaches half its probability mass on a score "
+    "token (low_confidence), so every sample is unverified and kept out, never scored 0",
+}
+
+
 def table(rows: list[dict], model: str) -> str:
     lines = [
         f"# `evaluate` with the real local model ({model})",
@@ -93,6 +106,7 @@ def table(rows: list[dict], model: str) -> str:
         "| env | items | accuracy | mean score | unverified | mean turns | completion tok/s | seconds |",
         "|---|---|---|---|---|---|---|---|",
     ]
+    notes = [f"- **{r['env']}**: {NOTES[r['env']]}" for r in rows if r["env"] in NOTES]
     for r in rows:
         if "error" in r:
             lines.append(f"| {r['env']} | failed: {r['error']} | | | | | | |")
@@ -102,6 +116,12 @@ def table(rows: list[dict], model: str) -> str:
             f"{fmt(r['unverified_rate'], '.1%')} | {fmt(r['mean_turns'], '.2f')} | "
             f"{fmt(r['completion_tokens_per_s'], '.0f')} | {r['seconds']:.0f} |"
         )
+    lines += [
+        "",
+        *notes,
+        "",
+        "Why this model and not Gemma 3 270M: [real_model_choice.md](real_model_choice.md).",
+    ]
     return "\n".join(lines) + "\n"
 
 

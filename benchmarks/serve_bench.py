@@ -30,26 +30,11 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.trainer_client import start_run_api  # noqa: E402
+
 BATCH, GROUP, TOKENS = 64, 8, 64
-
-
-def start_run_api(log: Path) -> tuple[subprocess.Popen, str]:
-    from environments.atropos_runtime.local_model import free_port
-
-    port = free_port()
-    exe = Path(sys.executable).with_name("run-api")
-    proc = subprocess.Popen([str(exe), "--host", "127.0.0.1", "--port", str(port)],
-                            stdout=log.open("wb"), stderr=subprocess.STDOUT)  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            httpx.get(url + "/status", timeout=1)
-            return proc, url
-        except httpx.HTTPError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(log.read_text()[-2000:]) from None
-            time.sleep(0.2)  # readiness poll of a child process
 
 
 def env_cmd(which: str, url: str, model: str, api: str, batches: int) -> list[str]:

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from transformers import AutoTokenizer
 
-from tests.integration.test_modes_on_vllm import register_trainer, take_batches
+from benchmarks.trainer_client import register_trainer, take_batches
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

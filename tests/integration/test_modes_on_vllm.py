@@ -6,13 +6,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 from transformers import AutoTokenizer
 
+from benchmarks.trainer_client import register_trainer, take_batches
 from environments.atropos_runtime.viewer import load_run
 
 pytestmark = pytest.mark.slow
@@ -101,38 +100,6 @@ def test_evaluate_writes_metrics_and_samples(vllm_server, tmp_path):
         set(s) >= {"correct", "score", "status", "gold", "messages"} for s in samples
     )
     assert all(s["correct"] is False and s["score"] == 0.0 for s in samples)
-
-
-def register_trainer(url: str, batch_size: int, max_token_len: int = 512, steps: int = 2) -> None:
-    body = {
-        "wandb_group": "",
-        "wandb_project": "",
-        "batch_size": batch_size,
-        "max_token_len": max_token_len,
-        "checkpoint_dir": "",
-        "save_checkpoint_interval": -1,
-        "starting_step": 0,
-        "num_steps": steps,
-    }
-    httpx.post(url + "/register", json=body, timeout=10).raise_for_status()
-    assert httpx.get(url + "/batch", timeout=10).json() == {"batch": None}
-
-
-def take_batches(run_api: str, n: int, proc: subprocess.Popen, timeout_s: float) -> list:
-    """Up to `n` batches from run-api's `/batch`, as a trainer polls for them. The env may finish
-    (exit) before the trainer has read its batches: they stay queued in run-api, so after the env
-    exits one more poll drains what is left."""
-    batches, deadline = [], time.monotonic() + timeout_s
-    while len(batches) < n and time.monotonic() < deadline:
-        exited = proc.poll() is not None
-        batch = httpx.get(run_api + "/batch", timeout=10).json()["batch"]
-        if batch:
-            batches.append(batch)
-        elif exited:
-            break
-        else:
-            time.sleep(0.5)  # the trainer's own protocol is to poll /batch
-    return batches
 
 
 def test_serve_delivers_aligned_batches_to_a_trainer(vllm_server, run_api, tmp_path):

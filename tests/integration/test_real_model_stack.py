@@ -4,9 +4,9 @@ the trainer's recomputation of every trained token's logprob with transformers a
 inference logprobs in the batch.
 
 Bound: vLLM's CPU kernels and transformers' compute the same float32 model with different operation
-orders; measured max |Δ| is ~7e-5 nats (benchmarks/results/real_model_stack.md). 1e-3 leaves 14x
-headroom and is still ~10x tighter than any ratio that PPO-style clipping (0.8-1.2) or a 0.99-1.01
-check would notice; a wrong token, position, temperature or template moves Δ by 0.1-10.
+orders; measured max |Δ| is ~7e-5 nats (benchmarks/results/real_model_stack.md). 1e-3 leaves >10x
+headroom and is far below what PPO-style clipping (0.8-1.2) notices; recomputing at the wrong
+temperature (a negative control below) already moves max |Δ| past 1e-2.
 """
 
 from __future__ import annotations
@@ -68,17 +68,16 @@ def test_math_serve_delivers_real_tokens_a_trainer_can_recompute(real_vllm, run_
     batches = run_env("math", real_vllm.model, real_vllm.base_url, run_api, tmp_path / "serve.log",
                       batches=1, batch_size=8, group_size=4, timeout_s=600)  # fmt: skip
     assert batches, (tmp_path / "serve.log").read_text()[-3000:]
-    agreement = Agreement()
-    scores = []
+    agreement, wrong_temperature = Agreement(), Agreement()
     for group in batches[0]:
         assert group["generation_params"]["temperature"] == 0.7
         check_group(*policy, group, agreement)
-        scores += group["scores"]
-    print(
-        f"math: {agreement.tokens} tokens, mean |d| {agreement.mean_abs:.2e}, max |d| {agreement.max_abs:.2e}"
-    )
+        check_group(*policy, group, wrong_temperature, temperature=1.0)  # a trainer that forgot it
+    print(f"math: {agreement.tokens} tokens, mean |d| {agreement.mean_abs:.2e}, max |d| {agreement.max_abs:.2e}; "
+          f"at the wrong temperature max |d| {wrong_temperature.max_abs:.2e}")  # fmt: skip
     assert agreement.sequences == 8 and agreement.tokens > 8
     assert agreement.max_abs < MAX_ABS_DELTA and agreement.ratios_outside == 0
+    assert wrong_temperature.max_abs > 10 * MAX_ABS_DELTA  # the check can fail: it sees a real mistake
 
 
 def test_code_repair_serve_delivers_multi_turn_real_tokens(real_vllm, run_api, policy, tmp_path):
