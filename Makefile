@@ -6,7 +6,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export WANDB_MODE := disabled
 
-.PHONY: setup host demo test test-fast lint bench learn verifiers-matrix hub-install
+.PHONY: setup host demo test test-fast lint bench learn learn-lm verifiers-matrix hub-install
 
 setup: $(VENV)/.installed
 
@@ -35,6 +35,9 @@ lint: setup
 
 learn: setup host  ## the RLEF ablation through the real stack (serve, run-api, sandbox, a GRPO trainer); ARGS=--quick for one seed
 	$(PY) benchmarks/rlef_learn.py $(ARGS)
+
+learn-lm: setup  ## a real LM (SmolLM2-135M) learns one-digit sums by GRPO through serve + run-api; 2 seeds + a shuffled control, ~30 min; ARGS=--quick
+	$(PY) benchmarks/lm_learn.py $(ARGS)
 
 bench: setup
 	@for b in benchmarks/*_bench.py; do echo "== $$b"; $(PY) $$b || exit 1; done
