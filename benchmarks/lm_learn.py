@@ -54,7 +54,7 @@ class Settings:
     steps: int = 12
     group_size: int = 8
     groups_per_step: int = 3
-    lr: float = 3e-4
+    lr: float = 2e-3
     clip: float = 0.2
     rank: int = 16
     max_tokens: int = 96
@@ -438,13 +438,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     model_dir = real_model_path()
     s.workdir.mkdir(parents=True, exist_ok=True)
+    before = evaluate(s, model_dir, s.workdir / "eval-before")
+    say(
+        f"before: correct {rate(before, 'correct'):.3f} boxed {rate(before, 'boxed'):.3f} on {len(before)} problems"
+    )
     sampler = Sampler(model_dir, s, s.workdir / "vllm.log")
     try:
-        sampler.load(Policy(model_dir, s, 0).save(s.workdir / "adapter-base"))
-        before = evaluate(s, model_dir, sampler.server.base_url, s.workdir / "eval-before")
-        say(
-            f"before: correct {rate(before, 'correct'):.3f} boxed {rate(before, 'boxed'):.3f} on {len(before)} problems"
-        )
         runs = [train_run(s, model_dir, sampler, seed, False, say) for seed in s.seeds]
         runs += [train_run(s, model_dir, sampler, seed, True, say) for seed in s.control_seeds]
     finally:
