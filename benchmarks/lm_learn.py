@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -430,6 +431,7 @@ def main(argv: list[str] | None = None) -> int:
         s.steps = args.steps
     out = args.out or (RESULTS if args.update_results else s.workdir)
     os.environ.update(_env())
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `finally` stops vLLM (its own session)
     from environments.atropos_runtime.real_model import real_model_path
 
     def say(line: str) -> None:
