@@ -1,6 +1,7 @@
 """`evaluate` of every environment with the real local model: the offline baseline table.
 
-    python benchmarks/real_model_eval.py                 # writes benchmarks/results/real_model_eval.{md,json}
+    python benchmarks/real_model_eval.py                 # writes out/real_model_eval.{md,json}
+    python benchmarks/real_model_eval.py --update-results   # rewrites benchmarks/results/real_model_eval.{md,json}
     python benchmarks/real_model_eval.py --envs math,qa --out out/eval.md
 
 One vLLM (CPU, float32) serves SmolLM2-135M-Instruct (prepared by `rlvr model fetch`); each env's
@@ -127,11 +128,11 @@ def table(rows: list[dict], model: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument(
-        "--out", type=Path, default=RESULTS, help="the table (a .json with the full metrics beside it)"
-    )
+    p.add_argument("--out", type=Path, help=f"where to write (default out/{RESULTS.name})")
+    p.add_argument("--update-results", action="store_true", help=f"rewrite the committed {RESULTS}")
     p.add_argument("--envs", default=",".join(LIMITS))
     args = p.parse_args(argv)
+    args.out = args.out or (RESULTS if args.update_results else ROOT / "out" / RESULTS.name)
     os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", WANDB_MODE="disabled")
     from environments.atropos_runtime.local_model import VLLMServer
     from environments.atropos_runtime.real_model import MODEL_NAME, real_model_path

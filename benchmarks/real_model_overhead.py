@@ -1,6 +1,7 @@
 """The environment's own overhead on real inference: `process` against a plain client, same server.
 
-    python benchmarks/real_model_overhead.py       # writes benchmarks/results/real_model_overhead.md
+    python benchmarks/real_model_overhead.py       # writes out/real_model_overhead.md
+    python benchmarks/real_model_overhead.py --update-results   # rewrites benchmarks/results/real_model_overhead.md
     python benchmarks/real_model_overhead.py --rounds 2 --envs math --out out/overhead.md
 
 One vLLM (CPU, float32) serves SmolLM2-135M-Instruct. Per env, alternated for `--rounds` rounds:
@@ -99,10 +100,12 @@ async def plain_client(base_url: str, model: str, groups: list[dict], settings: 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--out", type=Path, help=f"where to write (default out/{RESULTS.name})")
+    p.add_argument("--update-results", action="store_true", help=f"rewrite the committed {RESULTS}")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--envs", default="math,code-repair")
     args = p.parse_args(argv)
+    args.out = args.out or (RESULTS if args.update_results else ROOT / "out" / RESULTS.name)
     os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", WANDB_MODE="disabled")
     from environments.atropos_runtime.base import RubricEnvConfig
     from environments.atropos_runtime.local_model import VLLMServer

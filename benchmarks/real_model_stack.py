@@ -1,6 +1,7 @@
 """The whole stack on a real model's tokens, checked from the trainer's side.
 
-    python benchmarks/real_model_stack.py            # writes benchmarks/results/real_model_stack.md
+    python benchmarks/real_model_stack.py            # writes out/real_model_stack.md
+    python benchmarks/real_model_stack.py --update-results   # rewrites benchmarks/results/real_model_stack.md
     python benchmarks/real_model_stack.py --out out/stack.md --batches 2
 
 A real vLLM serves SmolLM2-135M-Instruct (prepared by `rlvr model fetch`), an env runs `serve`
@@ -143,10 +144,12 @@ def run_env(env: str, model: str, base_url: str, run_api: str, log: Path, batche
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--out", type=Path, help=f"where to write (default out/{RESULTS.name})")
+    p.add_argument("--update-results", action="store_true", help=f"rewrite the committed {RESULTS}")
     p.add_argument("--batches", type=int, default=2, help="batches pulled per env")
     p.add_argument("--envs", default="math,code-repair")
     args = p.parse_args(argv)
+    args.out = args.out or (RESULTS if args.update_results else ROOT / "out" / RESULTS.name)
     os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", WANDB_MODE="disabled")
     from transformers import AutoTokenizer
 
