@@ -129,6 +129,8 @@ def real_model_path(progress: Callable[[str], None] | None = None) -> Path:
             (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
             shutil.rmtree(out, ignore_errors=True)  # a half-made folder without a manifest
             tmp.rename(out)
+        except ValueError as e:  # a converter that reads the file differently (another transformers)
+            raise ModelUnavailable(f"preparing {MODEL_NAME} failed its checks: {e}".splitlines()[0]) from e
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         say(f"  {MODEL_NAME} ready at {out} ({time.monotonic() - started:.0f} s)")
@@ -138,7 +140,7 @@ def real_model_path(progress: Callable[[str], None] | None = None) -> Path:
 def _ready(folder: Path) -> bool:
     try:
         verify_model(folder)
-    except (OSError, ValueError):
+    except (OSError, ValueError, KeyError):
         return False
     return True
 

@@ -108,3 +108,27 @@ def test_the_package_file_is_found_without_importing_the_package():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr  # scripts/install.sh installs the package
     assert int(out.stdout) > 90_000_000
+
+
+def test_a_conversion_that_fails_its_checks_is_one_line_and_leaves_nothing(monkeypatch, tmp_path):
+    """A converter that reads the file differently (another transformers, a damaged GGUF) must not
+    leave a half-made model behind nor end the demo with a traceback."""
+    monkeypatch.setenv("RLVR_CACHE_DIR", str(tmp_path))
+    fake = tmp_path / "pkg"
+    fake.mkdir()
+    (fake / real_model.GGUF_NAME).write_bytes(b"GGUF")
+    monkeypatch.setattr(real_model, "gguf_path", lambda: fake / real_model.GGUF_NAME)
+
+    def convert(source, out):
+        out.mkdir(parents=True)
+        (out / "config.json").write_text("{}")
+
+    def verify(folder, source):
+        raise ValueError("unexpected config: gemma3, 18 layers\nmore")
+
+    monkeypatch.setattr(real_model, "_convert", convert)
+    monkeypatch.setattr(real_model, "_verify_fresh", verify)
+    with pytest.raises(real_model.ModelUnavailable, match="failed its checks: unexpected config") as exc:
+        real_model.real_model_path(progress=lambda line: None)
+    assert "\n" not in str(exc.value)
+    assert [p.name for p in (tmp_path / "models").iterdir() if not p.name.endswith(".lock")] == []
