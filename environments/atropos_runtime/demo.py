@@ -31,6 +31,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]  # environments/: the env scripts
@@ -58,12 +59,14 @@ ONE_DIGIT_SUMS = {
 }  # fmt: skip
 
 
+@dataclass(frozen=True)
 class Preset:
     """What the demo runs an environment with on the local real model, and what to expect there
     (measured with this model, 2-core CPU, temperature 0.7: benchmarks/results/real_model_eval.md)."""
 
-    def __init__(self, expect: str, max_tokens: int, flags: tuple[str, ...] = ()) -> None:
-        self.expect, self.max_tokens, self.flags = expect, max_tokens, flags
+    expect: str
+    max_tokens: int
+    flags: tuple[str, ...] = ()
 
 
 REAL = {
@@ -84,7 +87,7 @@ REAL = {
     ),  # fmt: skip
     "code": Preset(
         "HumanEval is mostly beyond a 135M model: it writes code, a few easy problems pass, "
-        "so expect a mean reward near 0.1, mostly wrong answers and syntax errors",
+        "so expect a mean reward near 0.1, mostly wrong answers, some without a code block",
         256,
         ("--env.temperature", "0.7"),
     ),
