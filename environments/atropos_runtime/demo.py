@@ -71,8 +71,8 @@ class Preset:
 
 REAL = {
     "math": Preset(
-        "one-digit sums with a one-shot format example: it is right 4 to 6 times in 10 (it writes "
-        "sums like 6 + 10 = 15 too), so expect a mean reward near 0.5, a mix of 1.0 and 0.0",
+        "one-digit sums with a one-shot format example: it is right 4 to 6 times in 10 (the rest are "
+        "wrong sums or no final answer), so expect a mean reward near 0.5, a mix of 1.0 and 0.0",
         96,
         (
             "--env.rg_tasks",
