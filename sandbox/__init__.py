@@ -10,6 +10,13 @@ from sandbox.core import (
     SandboxError,
     SandboxUnavailable,
 )
+from sandbox.python_session import (
+    PythonSession,
+    PythonSessionPool,
+    SessionLimits,
+    ToolCallResult,
+    python_sessions,
+)
 from sandbox.registry import get_sandbox, run_sync
 
 __all__ = [
@@ -18,9 +25,14 @@ __all__ = [
     "Job",
     "LimitHit",
     "Limits",
+    "PythonSession",
+    "PythonSessionPool",
     "Sandbox",
     "SandboxError",
     "SandboxUnavailable",
+    "SessionLimits",
+    "ToolCallResult",
     "get_sandbox",
+    "python_sessions",
     "run_sync",
 ]

@@ -234,8 +234,13 @@ def _run_job(spec, fds, written, ctrl):
         ctrl.close()
         _child(spec, fds, prepared)
     # Touch nothing until the job has exited: while it runs, every page this process writes is
-    # copied (both sides then hold a copy); afterwards a write only re-enables the page.
-    _, status, ru = os.wait4(pid, 0)
+    # copied (both sides then hold a copy); afterwards a write only re-enables the page. Orphans
+    # (ours as PID 1) that exit meanwhile are reaped: a long job (a Python tool session) would
+    # otherwise collect their zombies against its pids limit.
+    while True:
+        done, status, ru = os.wait4(-1, 0)
+        if done == pid:
+            break
     prepared = None
     for fd in fds:  # the pipes' EOF reaches the host once the job and this copy are gone
         os.close(fd)
