@@ -10,6 +10,8 @@ rule `current_step + queued_batches > total_steps`, `worker_timeout`), reusing a
 * in-flight groups are never cancelled: a new group starts only while
   `queued + in flight < max_batches_offpolicy * batch_size / group_size`, which keeps upstream's
   off-policy bound without throwing away (and later redoing) inference when the queue fills;
+  `queued` counts the groups sent since the last poll too (upstream's fill reads only the polled
+  queue size, so a group that finished between polls let it start one group too many);
 * `max_num_workers = -1` means `max_concurrent_groups` groups per inference server (the process-mode
   concurrency) rather than upstream's 8;
 * `/status-env` is asked at most every `STATUS_EVERY_S`, not on every wake (one per finished group:
@@ -72,7 +74,13 @@ async def _serve(env: RuntimeEnv) -> None:
                     cap, cfg.max_batches_offpolicy * env.derived_batch_size // cfg.group_size - queued_groups
                 )
             if len(env.workers) < cap:
-                await env.add_train_workers()  # fills up to the same cap, so it never cancels a worker
+                # upstream fills up to min(max_num_workers, its bound from the last polled queue size),
+                # which misses groups sent since that poll: lend it our cap for the call
+                bound, env.max_num_workers = env.max_num_workers, cap
+                try:
+                    await env.add_train_workers()  # never above len(workers) here: cancels no worker
+                finally:
+                    env.max_num_workers = bound
         _expire_timed_out(env)
         if env.workers:
             await asyncio.wait(set(env.workers), timeout=POLL_S, return_when=asyncio.FIRST_COMPLETED)
