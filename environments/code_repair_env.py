@@ -10,7 +10,10 @@ tests (the public ones where a dataset has no split: `info.private_fallback`). `
 
 Feedback modes (`--env.feedback`), as in the RLEF ablations: `real` (the rubric's feedback: first
 failing test, its input, expected vs actual, or the error), `none` (a fixed message saying only that
-the attempt failed), `random` (names a random public test, with no result).
+the attempt failed), `random` (a uniformly chosen public test, passing or not, described exactly as real
+feedback describes a failure: the same fields, that test's real expected output and the attempt's real
+output on it; the choice is a function of the seed, the problem, the turn and the attempt, so a run
+reproduces).
 
 Datasets (`--env.dataset`), with their public/private splits:
 * `default` (offline): HumanEval (each problem's assertions split: the first `public_fraction`
@@ -30,6 +33,7 @@ resampling, best of k by public tests) and prints one table (`environments/code_
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import random
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -58,6 +62,10 @@ HUB = {
     "apps": ("codeparrot/apps", "all", "train", "test"),
     "livecodebench": ("livecodebench/code_generation_lite", None, "test", None),
 }
+
+
+class FeedbackUnverified(Exception):
+    """The feedback could not be computed (its sandbox run was unverified)."""
 
 
 class CodeRepairEnvConfig(CodeEnvConfig):
@@ -127,12 +135,15 @@ class CodeRepairTask(MultiTurnTask):
             return EnvStep(done=True, reason="solved", info=info)
         if ctx.last_turn:
             return EnvStep(done=True, reason="max_turns", info=info)
-        text, ctx.state["named"] = self.feedback(ctx, result, public)
+        try:
+            text, ctx.state["named"] = await self.feedback(ctx, result, public)
+        except FeedbackUnverified as error:
+            return EnvStep(failure=str(error), reason="error")
         info["feedback_chars"] = len(text)
         message = f"Your solution failed the public tests.\n\n{text}\n\n{ANSWER_RULE}"
         return EnvStep([{"role": "user", "content": message}], info=info)
 
-    def feedback(
+    async def feedback(
         self, ctx: EpisodeContext, result: RewardResult, public: TestSuite
     ) -> tuple[str, int | None]:
         """(feedback text within `feedback_chars`, index of the public test it names, if any)."""
@@ -140,11 +151,17 @@ class CodeRepairTask(MultiTurnTask):
         if mode == "none":
             return NO_FEEDBACK, None
         if mode == "random":
-            rng = random.Random(f"{ctx.item.uid}:{ctx.turn}:{id(ctx.state)}")
-            index = rng.randrange(len(public.tests))
-            return clip(describe_test(public, index), budget), index
+            index = random_test(self.config.seed, ctx.item.uid, ctx.turn, ctx.answer, len(public.tests))
+            return clip(await self._as_failure(ctx, public, index), budget), index
         # the rubric's feedback describes its first failing test: that one is named
         return clip(result.feedback or f"Rejected: {result.reason}", budget), result.first_failure
+
+    async def _as_failure(self, ctx: EpisodeContext, public: TestSuite, index: int) -> str:
+        one = dataclasses.replace(public, tests=(public.tests[index],))
+        single = await ctx.rubric.score(Sample(ctx.item.prompt, ctx.answer, one))
+        if not single.verified:
+            raise FeedbackUnverified(f"the named public test could not run: {single.reason}")
+        return describe_as_failure(public, index, single)
 
     async def _passes(self, ctx: EpisodeContext, public: TestSuite, index: int, result: RewardResult) -> bool:
         """Whether public test `index` passes now: its record in `result`, or, when the run stopped
@@ -167,15 +184,31 @@ class CodeRepairTask(MultiTurnTask):
         return dataclasses.replace(result, score=max(0.0, result.score - penalty), components=components)
 
 
-def describe_test(suite: TestSuite, index: int) -> str:
-    """A test named without any result (random feedback)."""
+def random_test(seed: int | None, uid: str, turn: int, answer: str, count: int) -> int:
+    """The public test random feedback names: uniform, fixed by (seed, problem, turn, attempt)."""
+    digest = hashlib.sha256(f"{seed}|{uid}|{turn}|{answer}".encode()).digest()
+    return random.Random(digest).randrange(count)
+
+
+def describe_as_failure(suite: TestSuite, index: int, single: RewardResult) -> str:
+    """Real feedback's text for test `index`, from `single` (the attempt scored on that test alone):
+    its own failure text renumbered, or, where the test passed, the same fields with the output the
+    attempt really printed (equal to the expected one) under a 'wrong answer' verdict."""
+    head = f"Test {index + 1} of {len(suite.tests)} failed"
+    if single.score != 1.0 and single.feedback.startswith("Test 1 of 1 failed"):
+        return head + single.feedback.removeprefix("Test 1 of 1 failed")
     test = suite.tests[index]
-    head = f"Test {index + 1} of {len(suite.tests)} failed."
     if isinstance(test, StdioTest):
-        return f"{head}\nInput:\n{test.input}"
-    if isinstance(test, CallTest | AssertTest):
-        return f"{head}\nTest: {test.source or (test.code if isinstance(test, AssertTest) else '; '.join(test.calls))}"
-    return head
+        lines = ["Input:", test.input, "Expected output:", test.output, "Your output:", test.output]
+    elif isinstance(test, CallTest):
+        lines = [f"Test: {test.source or ' ; '.join(test.calls)}"]
+        if "expected" in test.check and test.expected is not None:
+            lines += [f"Expected: {test.expected!r}", f"Got: {test.expected!r}"]
+    elif isinstance(test, AssertTest):
+        lines = [f"Test: {test.source or test.code}"]
+    else:
+        lines = []
+    return "\n".join([f"{head}: wrong answer.", *lines])
 
 
 def split_problem(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from environments.atropos_runtime.local_model import build_tiny_model
 from environments.code_repair_env import HUB, CodeRepairEnv, CodeRepairEnvConfig, CodeRepairTask
 from rubrics.code.rubric import CodeRubric
 from rubrics.code.suites import suite_from
-from tests.code.repair_policy import policy, regress_policy, remaining_bugs, write_problems
+from tests.code.repair_policy import PUBLIC, bug_class, policy, regress_policy, remaining_bugs, write_problems
 from tests.runtime.scripted_policy import ScriptedPolicy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,9 +49,12 @@ def last_answer(messages) -> str:
 
 
 async def test_real_feedback_repairs_what_random_and_no_feedback_cannot(tiny, server, tmp_path):
+    """Real feedback names a failing test; random feedback names any public test in exactly real
+    feedback's form (a policy that acts on what the feedback names then repairs only by luck); no
+    feedback names none. Random feedback is a function of the seed and the episode: a rerun repeats it."""
     problems = write_problems(tmp_path / "problems.jsonl")
-    solved = {}
-    for mode in ("real", "random", "none"):
+    solved, random_runs = {}, []
+    for mode in ("real", "random", "none", "random"):
         env = make_env(tiny, server, problems, feedback=mode)
         await env.setup()
         scores = []
@@ -66,14 +70,28 @@ async def test_real_feedback_repairs_what_random_and_no_feedback_cannot(tiny, se
                 feedback = [m["content"] for m in msgs[len(item.prompt) :] if m["role"] == "user"]
                 if mode == "real":
                     assert all("Expected output:" in f or "No ```python code block" in f for f in feedback)
+                if mode == "random":
+                    assert all(re.fullmatch(RANDOM_FEEDBACK, f, re.S) for f in feedback if "Input" in f), (
+                        feedback
+                    )
+                    random_runs.append(sorted(map(tuple, group["tokens"])))
                 if mode == "none":
                     assert all("did not pass the tests" in f and "Input" not in f for f in feedback)
             scores += group["scores"]
         await env.aclose()
         solved[mode] = sum(scores) / len(scores)
-    assert solved["real"] > solved["random"] and solved["random"] <= solved["none"]
-    # real: every first attempt but the one with the hidden-only "big" bug; none/random: the bug-free one
-    assert solved == pytest.approx({"real": 5 / 6, "random": 1 / 6, "none": 1 / 6})
+    assert solved["none"] < solved["random"] < solved["real"]
+    # real: every first attempt but the one with the hidden-only "big" bug; none: the bug-free one
+    assert (solved["real"], solved["none"]) == pytest.approx((5 / 6, 1 / 6))
+    half = len(random_runs) // 2
+    assert half and random_runs[:half] == random_runs[half:]  # same episodes, token for token
+
+
+# real feedback's fields for a wrong answer on a stdio test, with the test's real input and expected output
+RANDOM_FEEDBACK = (
+    r"Your solution failed the public tests\.\n\nTest [1-3] of 3 failed: wrong answer\.\nInput:\n-?\d+\n\n"
+    r"Expected output:\n-?\d+\n\nYour output:\n-?\d+\n?\n\n.*"
+)
 
 
 def test_offline_default_splits_public_and_private_tests():
@@ -200,7 +218,8 @@ async def test_evaluate_reports_solve_rate_per_turn_against_the_resampling_basel
     # n=1 per item: every episode starts with the {neg, zero} program; real feedback repairs both bugs
     assert [metrics[f"eval/real/solve@{k}"] for k in (1, 2, 3)] == [0.0, 0.0, 1.0]
     assert metrics["eval/real/named_fixed"] == 1.0 and metrics["eval/real/turns"] == 3.0
-    assert metrics["eval/none/solve@3"] == metrics["eval/random/solve@3"] == 0.0
+    # random feedback repairs only where it happens to name a failing test (twice in a row here)
+    assert metrics["eval/none/solve@3"] == 0.0 < metrics["eval/random/solve@3"] < 1.0
     assert metrics["eval/none/feedback_chars"] < metrics["eval/real/feedback_chars"]
     # resampling: the first three choices all carry a public bug, so best-of-3 never solves
     assert metrics["eval/resample/solve@3"] == 0.0 and metrics["eval/real/unverified"] == 0
@@ -222,7 +241,7 @@ async def test_named_test_is_the_first_failing_one_not_a_count(tiny, regress_ser
     """The feedback names the first failing public test and `named_fixed` reads that test's own
     record: a repair that fixes the named test while another breaks counts as fixed (real: 1.0 on this
     deterministic policy; a count of passing tests said 0.5), and in random mode `named_fixed` is
-    exactly whether the named test passes (the program never changes there: only x = 0 fails)."""
+    exactly whether the named test passes in the next attempt (read from that program's bugs)."""
     env = make_env(
         tiny,
         regress_server,
@@ -237,9 +256,11 @@ async def test_named_test_is_the_first_failing_one_not_a_count(tiny, regress_ser
     checked = 0
     for sample in (s for s in samples if s["mode"] == "random"):
         feedback = [m["content"] for m in sample["messages"][2:] if m["role"] == "user"]
+        attempts = [m["content"] for m in sample["messages"][2:] if m["role"] == "assistant"]
         for k, text in enumerate(feedback):
             named = int(text.split("Test ", 1)[1].split(" of ", 1)[0]) - 1
-            assert sample["turn_info"][k + 1]["named_fixed"] is (named != 1), (named, sample["turn_info"])
+            passes = bug_class(PUBLIC[named]) not in remaining_bugs(attempts[k + 1])
+            assert sample["turn_info"][k + 1]["named_fixed"] is passes, (named, sample["turn_info"])
             checked += 1
     assert checked == 2 * len(env.eval_items) > 0
 
