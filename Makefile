@@ -33,7 +33,7 @@ verifiers-matrix: setup  ## prime-install every hub env into venvs for verifiers
 lint: setup
 	$(PY) -m ruff check . && $(PY) -m ruff format --check .
 
-learn: setup host  ## the RLEF ablation through the real stack (serve, run-api, sandbox, a GRPO trainer); ARGS=--quick for one seed
+learn: setup  ## the RLEF ablation through the real stack (serve, run-api, sandbox, a GRPO trainer); ARGS=--quick for one seed
 	$(PY) benchmarks/rlef_learn.py $(ARGS)
 
 learn-lm: setup  ## a real LM (SmolLM2-135M) learns one-digit sums by GRPO through serve + run-api; 2 seeds + a shuffled control, ~30 min; ARGS=--quick

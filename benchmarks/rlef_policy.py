@@ -16,6 +16,9 @@ The policy, conditioned only on the decoded context it is sent (what a real mode
     feedback, which names a test whether or not it fails, it may add one; with no test named it
     resubmits the previous program;
   - `no`: a fresh attempt from the family, ignoring the conversation.
+Randomness is a function of the seed and the request, never of arrival order: the k-th request
+for a given context text draws from `Random((seed, context, k))`. Identical contexts are exchangeable,
+so concurrent episodes that race each other still produce the same set of samples on every run.
 Token ids are the tiny tokenizer's; each `logprobs` entry is the policy's true conditional logprob of
 that token (the program tokens' over the family's trie, 0 where the continuation is determined), at
 the request's temperature (processed logprobs, as vLLM's `processed_logprobs` mode).
@@ -23,6 +26,7 @@ the request's temperature (processed logprobs, as vLLM's `processed_logprobs` mo
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
@@ -95,12 +99,24 @@ def bugs_of(answer: str) -> frozenset[str]:
 class RepairPolicy:
     """The policy: `theta` is the logit of using the feedback (mutable, read at every sample)."""
 
-    def __init__(self, tokenizer: Any, theta: float = 0.0, seed: int = 0) -> None:
-        self.tok, self.theta, self.rng = tokenizer, theta, random.Random(seed)
+    def __init__(self, tokenizer: Any, theta: float = 0.0, seed: int | str = 0) -> None:
+        self.tok, self.theta = tokenizer, theta
         self.eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
         self.use_id, self.ignore_id = (self._one_token(w) for w in (USE_WORD, IGNORE_WORD))
         self._families: dict[tuple[str, str], list[tuple[list[int], float]]] = {}
         self.lock = threading.Lock()
+        self.reseed(seed)
+
+    def reseed(self, seed: int | str) -> None:
+        """Start the random streams afresh: the same seed and requests give the same samples."""
+        with self.lock:
+            self.seed, self._requests = seed, {}
+
+    def _rng(self, text: str) -> random.Random:
+        key = hashlib.sha256(text.encode()).digest()
+        k = self._requests.get(key, 0)
+        self._requests[key] = k + 1  # a count per distinct context, not a global sequence
+        return random.Random(f"{self.seed}|{key.hex()}|{k}")
 
     def _one_token(self, word: str) -> int:
         ids = self.tok.encode(word, add_special_tokens=False)
@@ -127,10 +143,10 @@ class RepairPolicy:
 
     def complete(self, prompt_text: str, temperature: float) -> tuple[list[int], list[float]]:
         """One completion of the decoded context: (token ids, their logprobs)."""
-        with self.lock:  # one RNG stream; requests are served one completion at a time
-            return self._complete(prompt_text, temperature)
+        with self.lock:  # theta is read once per completion; the trainer updates it under this lock
+            return self._complete(prompt_text, temperature, self._rng(prompt_text))
 
-    def _complete(self, text: str, temperature: float) -> tuple[list[int], list[float]]:
+    def _complete(self, text: str, temperature: float, rng: random.Random) -> tuple[list[int], list[float]]:
         found = re.search(r"f\(x\) = (.+?)\.", text)
         if found is None:
             ids = self.tok.encode("I cannot read this problem.", add_special_tokens=False) + [self.eos]
@@ -138,12 +154,12 @@ class RepairPolicy:
         expr = found.group(1)
         answers = [a.split("<|im_end|>")[0] for a in text.split("<|im_start|>assistant\n")[1:-1]]
         if not answers:
-            return self._sample(self.family(expr, ""), temperature)
+            return self._sample(self.family(expr, ""), temperature, rng)
         p = self.p_use(temperature)
-        use = self.rng.random() < p
+        use = rng.random() < p
         first = (self.use_id, _log(p)) if use else (self.ignore_id, _log(1 - p))
         if not use:
-            ids, lps = self._sample(self.family(expr, "\n"), temperature)
+            ids, lps = self._sample(self.family(expr, "\n"), temperature, rng)
             return [first[0], *ids], [first[1], *lps]
         bugs = bugs_of(answers[-1])
         feedback = text.split("<|im_start|>user\n")[-1]
@@ -155,7 +171,7 @@ class RepairPolicy:
         return [first[0], *ids], [first[1]] + [0.0] * len(ids)  # determined by the context: probability 1
 
     def _sample(
-        self, family: list[tuple[list[int], float]], temperature: float
+        self, family: list[tuple[list[int], float]], temperature: float, rng: random.Random
     ) -> tuple[list[int], list[float]]:
         """A program from `family`, token by token over its trie: each token's probability is the
         family mass that continues with it, tempered at `temperature` and renormalised."""
@@ -168,7 +184,7 @@ class RepairPolicy:
                 token, lp = max(mass, key=lambda t: (mass[t], -t)), 0.0
             else:
                 scaled = {t: m ** (1.0 / temperature) for t, m in mass.items()}
-                total, pick, token = sum(scaled.values()), self.rng.random(), None
+                total, pick, token = sum(scaled.values()), rng.random(), None
                 acc = 0.0
                 for t, s in sorted(scaled.items()):
                     acc += s / total

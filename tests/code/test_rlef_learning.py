@@ -5,12 +5,11 @@ real feedback while the same trainer on shuffled rewards does not."""
 from __future__ import annotations
 
 import math
-import random
 
 import pytest
 from transformers import AutoTokenizer
 
-from benchmarks.rlef_learn import ARMS, GRPOTrainer, Settings, sigmoid, train_arm
+from benchmarks.rlef_learn import ARMS, GRPOTrainer, Settings, logit, sigmoid, train_arm
 from benchmarks.rlef_policy import (
     CLASSES,
     PolicyServer,
@@ -41,7 +40,7 @@ def test_first_attempts_carry_their_true_logprobs(policy):
     q, text = bug_rate(expr), context(policy, row["description"], [])
     family = policy.family(expr, "")
     assert sum(w for _, w in family) == pytest.approx(1.0) and len({tuple(ids) for ids, _ in family}) == 8
-    policy.rng = random.Random(0)
+    policy.reseed(0)
     for _ in range(20):
         ids, lps = policy.complete(text, 1.0)
         assert len(ids) == len(lps) and ids[-1] == policy.eos
@@ -58,7 +57,8 @@ def test_a_repair_turn_starts_with_the_decision_and_uses_the_named_test(policy):
     first = program(expr, frozenset({"neg", "big"}))
     real = "Your solution failed the public tests.\n\nTest 2 of 3 failed: wrong answer.\nInput:\n-3\n\nExpected output:\n13\n"
     none = "Your solution failed the public tests.\n\nYour solution did not pass the tests."
-    policy.theta, policy.rng = 1.3, random.Random(1)
+    policy.theta = 1.3
+    policy.reseed(1)
     seen = set()
     for feedback, fixed in ((real, {"big"}), (none, {"neg", "big"})):
         for _ in range(30):
@@ -85,23 +85,31 @@ def test_the_trainer_reads_decisions_from_the_tokens_it_is_sent(policy):
 
 
 @pytest.mark.slow
-def test_grpo_learns_to_use_real_feedback_and_shuffled_rewards_teach_nothing(tiny_model, tmp_path):
-    """Two real training runs (serve + run-api + sandbox), same seed and budget: 6 steps x 32 episodes.
-    Under shuffled rewards theta performs a random walk (sd about 0.4 here); the real arm moves ~2.5.
-    The thresholds sit > 3.5 sd from what either arm would do by chance."""
-    s = Settings(steps=6, groups_per_step=4, lr=1.5, workdir=tmp_path)
+def test_grpo_learns_to_use_real_feedback_reproducibly_and_shuffled_rewards_teach_nothing(
+    tiny_model, tmp_path
+):
+    """Real training runs (serve + run-api + sandbox) from P(use) = 0.1, same seed and budget: 8 steps
+    x 32 episodes. Every batch is sampled by the policy it updates (importance ratio exactly 1 at
+    each update), so the same seed gives the same run, step for step. On real feedback theta rises by
+    about 5 in 8 steps at lr 3 (every seed tried); under shuffled rewards it wanders (|change| <= 1.6
+    over seeds 0-3 and 12 steps)."""
+    s = Settings(steps=8, groups_per_step=4, lr=3.0, workdir=tmp_path)
     dataset = write_problems(tmp_path / "problems.jsonl", 48)
     policy = RepairPolicy(AutoTokenizer.from_pretrained(tiny_model))
     real, shuffled = ARMS[0], ARMS[3]
     assert (real.feedback, real.shuffle, shuffled.feedback, shuffled.shuffle) == ("real", False, "real", True)
     with PolicyServer(policy) as server:
-        logs = {arm.name: train_arm(s, arm, 0, server, dataset, tiny_model) for arm in (real, shuffled)}
-    theta = {name: math.log(log[-1]["p_use"] / (1 - log[-1]["p_use"])) for name, log in logs.items()}
+        runs = [(arm, train_arm(s, arm, 0, server, dataset, tiny_model)) for arm in (real, shuffled, real)]
+    logs = {arm.name: log for arm, log in runs[:2]}
+    assert runs[2][1] == runs[0][1]  # the same seed reproduces the run exactly
+    start = logit(s.p_use_start)
+    moved = {name: math.log(log[-1]["p_use"] / (1 - log[-1]["p_use"])) - start for name, log in logs.items()}
     for log in logs.values():
-        assert len(log) == s.steps + 1 and log[0]["p_use"] == 0.5
+        assert len(log) == s.steps + 1 and log[0]["p_use"] == pytest.approx(s.p_use_start)
         assert all(step["episodes"] == s.batch_size and step["decisions"] > 0 for step in log[:-1])
+        assert all(step["staleness"] < 1e-9 for step in log[:-1]), log  # no sample from an older theta
         assert 0 < sum(step["use_share"] for step in log[:-1]) / s.steps < 1  # both tokens sampled
-    assert theta["real"] >= 1.0, logs  # P(use) from 0.5 to >= 0.73
-    assert abs(theta["real-shuffled"]) <= theta["real"] / 2, logs
+    assert logs["real"][-1]["p_use"] >= 0.8, logs  # P(use) from 0.1 to >= 0.8: theta moved >= 3.6
+    assert abs(moved["real-shuffled"]) <= moved["real"] / 2, logs
     shares = [step["use_share"] for step in logs["real"][:-1]]
     assert shares[-1] > shares[0]  # the sampled behaviour, read from the batches' tokens, moved too
