@@ -36,10 +36,19 @@ sampled tokens, alignment invariants, tri-state rewards, resumable `process`, `e
   arguments, so the env's own handling answers it (ToolEnv: the JSON error, back to the model; with
   the error type in its `stop_errors`, `vf.ToolParseError` ends the episode, which is scored: the
   model's fault, not the environment's).
-* **Refused loudly** (`VerifiersBridgeError` at construction): completion-mode envs; tool envs on
-  a text-only server, without vLLM's tool parsers, with an unknown parser or one that does not fit
-  the tokenizer, or with a chat template that ignores `tools=`, writes calls the parser does not
-  read back or drops tool results (a tool env without its tools would silently score ~0).
+* **EnvGroup** (`environments.vf_bridge.classic_group`): each item runs on the sub-env of its
+  `task` (its own hooks, turn limit, tools, stop conditions and sampling args over the group's),
+  scored by the group's own `EnvGroupRubric`; per-task metrics in `evaluate`'s metrics
+  (`eval/task/<task>/...`) and `process`'s summary (`tasks`).
+* **Completion mode** (`message_type="completion"`, single- and multi-turn): no chat template; the
+  prompt text tokenised as vLLM's `/v1/completions` does, the completion is the sampled ids, string
+  env responses appended as their own ids (`environments.vf_bridge.completion_tokens`).
+* **Refused loudly** (`VerifiersBridgeError` at construction): completion-mode envs on a text-only
+  server, with tools or with `--env.system_prompt`; EnvGroups mixing chat and completion sub-envs
+  or whose sub-envs offer different tools; tool envs on a text-only server, without vLLM's tool
+  parsers, with an unknown parser or one that does not fit the tokenizer, or with a chat template
+  that ignores `tools=`, writes calls the parser does not read back or drops tool results (a tool
+  env without its tools would silently score ~0).
 * Process hygiene: Verifiers' SIGINT/SIGTERM handlers installed while loading are undone.
 """
 
@@ -59,20 +68,37 @@ from pydantic import Field
 
 from environments.atropos_runtime.base import RubricEnv, RubricEnvConfig
 from environments.atropos_runtime.episode_runtime import runner_for, token_budget
-from environments.atropos_runtime.episodes import EnvStep, Episode, EpisodeContext, MultiTurnTask, to_rollout
+from environments.atropos_runtime.episodes import (
+    EnvStep,
+    Episode,
+    EpisodeContext,
+    EpisodeRunner,
+    MultiTurnTask,
+    to_rollout,
+)
+from environments.atropos_runtime.rollouts import GroupOutcome
 from environments.atropos_runtime.sampling_slots import sampling_done
 from environments.task import DatasetError, Item, Split
+from environments.vf_bridge.classic_group import (
+    TaskTally,
+    VerifiersBridgeError,
+    env_for,
+    is_group,
+    message_type,
+    sampling_args,
+    sub_envs,
+    task_metrics,
+    text_of,
+    turn_budget,
+)
 from environments.vf_bridge.classic_tools import state_tools, tool_names, tool_parser_for, tool_specs
 from environments.vf_bridge.compat import VerifiersAPIError, classic_client, require
+from environments.vf_bridge.completion_tokens import CompletionTokens
 from environments.vf_bridge.tool_calls import ToolCallParser, ToolSupportError
 from rubrics.core import RewardResult, Rubric, Sample, Status
 
 PENDING = "pending: scored by the Verifiers rubric after the group"
 ERRORS_KEY = "rlvr_reward_errors"
-
-
-class VerifiersBridgeError(ValueError):
-    """The Verifiers environment cannot run through this bridge (the message says why)."""
 
 
 class VerifiersEnvConfig(RubricEnvConfig):
@@ -106,17 +132,19 @@ def load_vf_env(name: str, env_args: str | Mapping[str, Any]) -> Any:
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
-    if getattr(env, "message_type", "chat") != "chat":
-        raise VerifiersBridgeError(f"{name}: message_type {env.message_type!r} is not supported (chat only)")
+    message_type(env, name)
     guard_rubric(env.rubric)
     return env
 
 
 # ------------------------------------------------------------------ reward-function guard
 def guard_rubric(rubric: Any) -> None:
-    """Wrap every reward function of `rubric` (recursing into RubricGroups) once, in place."""
+    """Wrap every reward function of `rubric` (recursing into RubricGroups and an EnvGroupRubric's
+    sub-env rubrics) once, in place."""
     for child in getattr(rubric, "rubrics", None) or []:
         guard_rubric(child)
+    for env in (getattr(rubric, "env_map", None) or {}).values():
+        guard_rubric(env.rubric)
     funcs = getattr(rubric, "funcs", None) or []
     is_group = getattr(rubric, "_is_group_func", None) or _looks_like_group
     rubric.funcs = [f if getattr(f, "_rlvr_guarded", False) else _guarded(f, is_group(f)) for f in funcs]
@@ -186,6 +214,7 @@ class VerifiersTask(MultiTurnTask):
     def __init__(self, config: VerifiersEnvConfig) -> None:
         super().__init__(config)
         self.vf_env = load_vf_env(config.vf_env_name, config.env_args)
+        self.completion = message_type(self.vf_env, config.vf_env_name) == "completion"
         self.normalize = _message_normalizer()
         # init_state wants a client (0.2+ validates its type); the bridge never calls it: the model
         # is sampled by the runtime. A closed loopback port, so a stray call fails at once.
@@ -196,8 +225,21 @@ class VerifiersTask(MultiTurnTask):
         self.parse_tools: list[dict[str, Any]] = []
 
     def turn_budget(self) -> int:
-        own = int(getattr(self.vf_env, "max_turns", -1) or -1)
-        return own if own > 0 else self.config.max_turns
+        return turn_budget(self.vf_env, self.config.max_turns)
+
+    def env_of(self, item: Item) -> Any:
+        """The (sub-)environment that runs `item` (an EnvGroup's sub-env of its task)."""
+        return env_for(self.vf_env, item.info["vf_input"].get("task"))
+
+    def sampling_args(self, item: Item | None) -> dict[str, Any]:
+        """The env's own sampling args for `item` (an EnvGroup: the group's under its sub-env's)."""
+        if item is None or not is_group(self.vf_env):
+            return dict(getattr(self.vf_env, "sampling_args", None) or {})
+        return sampling_args(self.vf_env, item.info["vf_input"].get("task"))
+
+    def to_vf(self, messages: list[dict[str, Any]]) -> Any:
+        """A conversation as this Verifiers wants it: the joined text in completion mode, else messages."""
+        return text_of(messages) if self.completion else self.normalize(messages)
 
     def rows(self, split: Split) -> Iterable[Mapping[str, Any]]:
         data = self.vf_env.dataset if split == "train" else self.vf_env.eval_dataset or self.vf_env.dataset
@@ -205,20 +247,32 @@ class VerifiersTask(MultiTurnTask):
 
     def item(self, row: Mapping[str, Any], index: int) -> Item:
         prompt = row.get("prompt")
-        if not isinstance(prompt, list) or not all(isinstance(m, dict) and "role" in m for m in prompt):
+        if self.completion:
+            if not isinstance(prompt, str):
+                raise DatasetError(f"completion-mode prompt is not a string: {str(prompt)[:80]!r}")
+            prompt = [{"role": "user", "content": prompt}]  # a label only: no template renders it
+        elif not isinstance(prompt, list) or not all(isinstance(m, dict) and "role" in m for m in prompt):
             raise DatasetError(f"prompt is not a list of chat messages: {str(prompt)[:80]!r}")
         example_id = row.get("example_id", index)
         vf_input = {k: row[k] for k in ("prompt", "answer", "task", "info") if k in row}
         vf_input["example_id"] = example_id
-        tools = tool_specs(self.vf_env, row.get("info"))
+        tools = tool_specs(env_for(self.vf_env, row.get("task")), row.get("info"))
         return Item(str(example_id), prompt, row.get("answer", ""), {"vf_input": vf_input, "tools": tools})
 
     def tools(self, item: Item) -> list[dict[str, Any]] | None:
         return item.info.get("tools") or None
 
     def env_tools(self) -> list[dict[str, Any]]:
-        """The env-level tool definitions (what `--env.tool_parser` and the template must carry)."""
-        return tool_specs(self.vf_env, None)
+        """The env-level tool definitions (what `--env.tool_parser` and the template must carry);
+        an EnvGroup's sub-envs must agree on them (`VerifiersBridgeError` otherwise)."""
+        per_env = [tool_specs(e, None) for e in sub_envs(self.vf_env)]
+        if any(tool_names(t) != tool_names(per_env[0]) for t in per_env):
+            names = [tool_names(t) for t in per_env]
+            raise VerifiersBridgeError(
+                f"{self.config.vf_env_name}: the EnvGroup's sub-envs offer different tools {names}; the "
+                "bridge parses a run's tool calls with one tool list"
+            )
+        return per_env[0]
 
     def assistant_message(self, content: str) -> dict[str, Any]:
         """The sampled text as Verifiers' assistant message: with `tool_calls` parsed by the tool parser
@@ -233,36 +287,38 @@ class VerifiersTask(MultiTurnTask):
     async def vf_state(self, item: Item, holder: dict[str, Any]) -> Any:
         """The episode's own Verifiers state (built on first use: `init_state` + `setup_state`)."""
         if "vf" not in holder:
-            vf_input = dict(item.info["vf_input"])
-            state = await self.vf_env.init_state(vf_input, self.placeholder_client, "policy", None)
+            vf_input, env = dict(item.info["vf_input"]), self.env_of(item)
+            state = await env.init_state(vf_input, self.placeholder_client, "policy", None)
             holder["vf"] = state  # set first: a failing setup_state still leaves the state to inspect
-            holder["vf"] = await self.vf_env.setup_state(state) or state  # 0.3 may return None
+            holder["vf"] = await env.setup_state(state) or state  # 0.3 may return None
         return holder["vf"]
 
-    async def record_turns(self, state: Any, messages: list[dict[str, Any]], truncated: bool = False) -> None:
-        """Give the Verifiers state every assistant turn it has not seen yet (its own
+    async def record_turns(
+        self, env: Any, state: Any, messages: list[dict[str, Any]], truncated: bool = False
+    ) -> None:
+        """Give the Verifiers state every assistant turn it has not seen yet (`env`'s own
         `add_trajectory_step` hook)."""
         from verifiers.types import TrajectoryStep
 
         turns = [k for k, m in enumerate(messages) if m["role"] == "assistant"]
         for k in turns[len(state["trajectory"]) :]:
-            step = TrajectoryStep(prompt=self.normalize(messages[:k]), completion=self.normalize([messages[k]]),
+            step = TrajectoryStep(prompt=self.to_vf(messages[:k]), completion=self.to_vf([messages[k]]),
                                   response=None, tokens=None,
                                   reward=None, advantage=None, is_truncated=truncated,
                                   trajectory_id=state["trajectory_id"], extras={})  # fmt: skip
-            await self.vf_env.add_trajectory_step(state, step)
+            await env.add_trajectory_step(state, step)
 
     async def env_step(self, ctx: EpisodeContext) -> EnvStep:
-        state = await self.vf_state(ctx.item, ctx.state)
+        state, env = await self.vf_state(ctx.item, ctx.state), self.env_of(ctx.item)
         offered, own = tool_names(self.tools(ctx.item) or []), tool_names(state_tools(state))
         if offered != own:
             return EnvStep(failure=f"the prompt offered tools {offered}, the Verifiers state has {own}")
         messages = [dict(m) for m in ctx.messages]
-        await self.record_turns(state, messages)
-        if await self.vf_env.is_completed(state):
+        await self.record_turns(env, state, messages)
+        if await env.is_completed(state):
             return self._done(state)
         try:
-            reply = await self.vf_env.env_response(self.normalize(messages), state)
+            reply = await env.env_response(self.to_vf(messages), state)
         except Exception as exc:
             if isinstance(exc, getattr(require("classic"), "ToolParseError", ())):
                 # a tool env's `stop_errors` stop on the MODEL's unparseable call: scored, not unverified
@@ -272,8 +328,10 @@ class VerifiersTask(MultiTurnTask):
                 return EnvStep(done=True, reason="vf:tool_parse_error")
             raise
         if state.get("final_env_response") is not None:
-            await self.vf_env.is_completed(state)  # fires has_final_env_response and the cleanups
+            await env.is_completed(state)  # fires has_final_env_response and the cleanups
             return self._done(state)
+        if isinstance(reply, str):  # completion mode: the env's text follows the sampled ids
+            return EnvStep(messages=[{"role": "user", "content": reply}] if reply else [])
         return EnvStep(messages=[_as_dict(m) for m in reply or []])
 
     def _done(self, state: Any) -> EnvStep:
@@ -289,10 +347,10 @@ class VerifiersTask(MultiTurnTask):
             if ep.result is None or ep.result.reason != PENDING:
                 continue
             try:
-                state = await self.vf_state(ep.item, ep.state)
-                await self.record_turns(state, ep.messages, ep.truncated)
+                state, env = await self.vf_state(ep.item, ep.state), self.env_of(ep.item)
+                await self.record_turns(env, state, ep.messages, ep.truncated)
                 state["is_truncated"] = bool(state.get("is_truncated")) or ep.truncated
-                await self.vf_env.render_completion(state)
+                await env.render_completion(state)
             except Exception as exc:  # noqa: BLE001 - the env's hooks failed: this episode only
                 ep.result = RewardResult.unverified(
                     Status.ERROR, f"verifiers state: {type(exc).__name__}: {exc}"
@@ -302,7 +360,7 @@ class VerifiersTask(MultiTurnTask):
         if not pending:
             return
         states = [ep.state["vf"] for ep in pending]
-        rubric = self.vf_env.rubric
+        rubric = self.vf_env.rubric  # an EnvGroup's EnvGroupRubric routes to the sub-env's by task
         args = {"score_sem": contextlib.nullcontext()} if "score_sem" in inspect.signature(rubric.score_group).parameters else {}  # fmt: skip
         try:
             await asyncio.wait_for(rubric.score_group(states, **args), timeout_s)
@@ -360,10 +418,21 @@ class VerifiersEnv(RubricEnv):
 
     def __init__(self, config: VerifiersEnvConfig, server_configs: Any, **kwargs: Any) -> None:
         super().__init__(config, server_configs, **kwargs)
+        self.task_tally = TaskTally()  # an EnvGroup's scored samples per task (summary_extra)
+        vf_env = self.task.vf_env
         tools = self.task.env_tools() or next(
-            (t for split in ("train", "eval") for row in self.task.rows(split) if (t := tool_specs(self.task.vf_env, row.get("info")))),
+            (t for split in ("train", "eval") for row in self.task.rows(split)
+             if (t := tool_specs(env_for(vf_env, row.get("task")), row.get("info")))),
             [],
         )  # fmt: skip
+        if self.task.completion:
+            why = ("it has tools" if tools else "the server is text-only" if not self.token_capable
+                   else "--env.system_prompt is set" if config.system_prompt is not None else "")  # fmt: skip
+            if why:
+                raise VerifiersBridgeError(
+                    f"{config.vf_env_name} is a completion-mode environment, but {why} (completion "
+                    "envs need a token server, server_type vllm/sglang, no tools and no system prompt)"
+                )
         if tools:
             try:
                 parser = tool_parser_for(self.config.tool_parser, self.tokenizer, self.token_capable, tools)
@@ -372,9 +441,11 @@ class VerifiersEnv(RubricEnv):
                 raise VerifiersBridgeError(f"{what}, but {exc}") from exc
             self.task.tool_parser, self.task.parse_tools = parser, tools
 
-    def generation_params(self, split: str = "train") -> dict[str, Any]:
+    def generation_params(self, split: str = "train", item: Item | None = None) -> dict[str, Any]:
+        """The config's sampling, overridden by the env's own `sampling_args` (an EnvGroup's item:
+        its sub-env's over the group's; without `item`, the group's)."""
         params = super().generation_params(split)
-        own = dict(getattr(self.task.vf_env, "sampling_args", None) or {})
+        own = self.task.sampling_args(item)
         for key in ("temperature", "top_p"):
             if own.get(key) is not None:
                 params[key] = float(own[key])
@@ -386,15 +457,57 @@ class VerifiersEnv(RubricEnv):
     async def rollout_and_score(
         self, item: Item, n: int, split: str = "train"
     ) -> tuple[list, list[RewardResult]]:
-        runner = runner_for(self)
+        runner = self.episode_runner()
         runner.token_budget = token_budget(self)
-        episodes = await runner.run_group(item, n, self.generation_params(split), split)
+        episodes = await runner.run_group(item, n, self.generation_params(split, item), split)
         sampling_done()  # scoring does not hold the group's sampling slot (process mode)
         await self.task.score_episodes(episodes, self.config.score_timeout_s)
         results = [ep.result for ep in episodes]
         assert all(r is not None and r.reason != PENDING for r in results)
         self.statuses.update(r.status.value for r in results)  # type: ignore[union-attr]
+        if split == "train" and is_group(self.task.vf_env):
+            for r in results:
+                self.task_tally.add(str(item.info["vf_input"].get("task")), r.score, r.components)  # type: ignore[union-attr]
         return [to_rollout(ep, runner.chat) for ep in episodes], results  # type: ignore[return-value]
+
+    def episode_runner(self) -> EpisodeRunner:
+        """`runner_for(self)`; a completion-mode env's runner tokenises with `CompletionTokens`."""
+        runner = getattr(self, "_episode_runner", None)
+        if self.task.completion and (runner is None or runner.rubric is not self.rubric):
+            assert self.rubric is not None, "setup() not called"
+            self._episode_runner = EpisodeRunner(
+                self.task, self.server, CompletionTokens(self.tokenizer), self.rubric,
+                token_budget=token_budget(self), request_timeout_s=self.config.request_timeout_s,
+                step_timeout_s=self.config.score_timeout_s,
+            )  # fmt: skip
+        return runner_for(self)
+
+    async def group_for(self, item: Item, training: bool) -> GroupOutcome:
+        """`RubricEnv.group_for`, the group carrying the sampling its item ran with (an EnvGroup's
+        items differ: run-api's trainer reads the temperature from it)."""
+        outcome = await super().group_for(item, training)
+        if outcome.group is not None and is_group(self.task.vf_env):
+            outcome.group["generation_params"].update(self.generation_params("train", item))
+        return outcome
+
+    def summary_extra(self) -> dict[str, Any]:
+        """What `process` adds to its summary: an EnvGroup's per-task metrics (`TaskTally.rows` over
+        every train sample this run scored, unverified ones counted) and sampling."""
+        if not is_group(self.task.vf_env):
+            return {}
+        rows: dict[str, dict[str, Any]] = dict(self.task_tally.rows())
+        for it in self.train_items:
+            task = str(it.info["vf_input"].get("task"))
+            if task in rows:
+                rows[task]["sampling"] = self.generation_params("train", it)
+        return {"tasks": rows}
+
+    async def evaluate_log(self, metrics: dict, *args: Any, **kwargs: Any) -> Any:
+        """atroposlib's `evaluate_log`, with an EnvGroup's per-task means (`task_metrics`)."""
+        if is_group(self.task.vf_env):
+            tasks = {it.uid: str(it.info["vf_input"].get("task")) for it in self.eval_items}
+            metrics = {**metrics, **task_metrics(kwargs.get("samples") or [], tasks)}
+        return await super().evaluate_log(metrics, *args, **kwargs)
 
 
 if __name__ == "__main__":
