@@ -11,6 +11,8 @@
   on the event loop thread.
 * `TestRecord`: what one test did (rubrics that run tests: the code rubric), in `RewardResult.tests`,
   so that a caller can ask which test failed first (`first_failure`) instead of guessing from counts.
+* `RewardResult.seen`: what the rubric read, for a person judging the reward (math: the extracted
+  `answer`; judge: the judge's `reply`), short named texts; display only (not compared, not scored).
 * `WeightedRubric` combines named rubrics with weights and per-component clipping.
 """
 
@@ -99,7 +101,9 @@ class TestRecord:
 @dataclass(frozen=True)
 class RewardResult:
     """A rubric's verdict. Invariant: `score is None` exactly when `status` is unverified.
-    `tests`: one record per test, in order, where the rubric ran tests (else empty)."""
+    `tests`: one record per test, in order, where the rubric ran tests (else empty).
+    `seen`: named short texts of what the rubric read (math `answer`, judge `reply`; else empty);
+    for display only: two results that differ only in `seen` compare equal."""
 
     score: float | None
     status: Status = Status.OK
@@ -107,6 +111,7 @@ class RewardResult:
     feedback: str = ""  # safe to show the policy (e.g. the first failing test)
     reason: str = ""  # for logs and metrics, not for the policy
     tests: tuple[TestRecord, ...] = ()
+    seen: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         status = Status(self.status)
@@ -146,6 +151,7 @@ class RewardResult:
             "feedback": self.feedback,
             "reason": self.reason,
             **({"tests": [t.to_dict() for t in self.tests]} if self.tests else {}),
+            **({"seen": dict(self.seen)} if self.seen else {}),
         }
 
 
@@ -261,6 +267,7 @@ class WeightedRubric(Rubric):
             for sub, value in res.components.items():
                 components[f"{key}.{sub}"] = value
             total += comp.weight * clipped
+        seen = {f"{key}.{name}": text for key, res in results.items() for name, text in res.seen.items()}
         status = next((r.status for r in results.values() if r.status is not Status.OK), Status.OK)
         return RewardResult(
             score=total,
@@ -268,6 +275,7 @@ class WeightedRubric(Rubric):
             components=components,
             feedback="\n".join(r.feedback for r in results.values() if r.feedback),
             reason="; ".join(f"{k}: {r.reason}" for k, r in results.items() if r.reason),
+            seen=seen,
         )
 
     async def warm_up(self) -> None:

@@ -17,7 +17,8 @@ Where each concept lives (a sample flows top to bottom):
   output.py             process output: resumable JSONL (+ dropped groups); run_identity.py what
                         defines a run, so a re-run resumes only the same one; fast_json.py the JSON
                         of the hot paths (orjson, json's meaning kept)
-  viewer.py             the rollout viewer (`rlvr view`); viewer_page.py its static page
+  viewer.py             the rollout viewer (`rlvr view`); viewer_data.py what it reads from the
+                        output files, viewer_vocab.py token texts, viewer_page.py its static page
   env_protocol.py       what the modes need of an env (RubricEnv provides it)
   lazy_imports.py       start-up: import only what the mode needs; tokenizer_snapshot.py torch-free
                         tokenizer stand-in

@@ -4,12 +4,14 @@
   `max_concurrent_groups` sampling at once (a group being scored does not hold its slot, and at most
   as many again are past sampling: `sampling_slots`), appended to a resumable JSONL (exact sampled token ids when the
   server returns them), dropped groups and unverified samples to `<stem>.dropped.jsonl` (with the
-  reason), then a summary (printed and `<stem>.summary.json`) and the viewer (`<stem>.html`,
+  reason), then a summary (printed and `<stem>.summary.json`; plus the env's own `summary_extra()`
+  entries, if it has that method) and the viewer (`<stem>.html`,
   `environments.atropos_runtime.viewer`). A failing group is counted and logged; groups already written are never
   lost or duplicated by a re-run.
 * evaluate: one rollout per eval item at `eval_temperature`, written as atroposlib's
   `metrics.json` + `samples.jsonl` (per sample: prompt, gold `answer`, correctness, reward status,
-  feedback and components, finish reason, token counts, generation parameters, episode turns);
+  feedback and components, per-test records `tests` and what the rubric read `seen` when the
+  rubric gives them, finish reason, token counts, generation parameters, episode turns);
   `rlvr view DIR` shows them.
 """
 
@@ -120,6 +122,9 @@ async def run_process(env: RuntimeEnv) -> dict[str, Any]:
     }
     if stopped:
         summary["stopped"] = stopped
+    extra = getattr(env, "summary_extra", None)  # an env's own additions (the Verifiers bridge: per task)
+    if extra is not None:
+        summary.update(extra())
     Path(path).with_suffix(".summary.json").write_text(json.dumps(summary, indent=2))
     write_html(path, html_path, env.tokenizer)  # reads the summary for its run header
     print_summary(f"{env.name} process", summary)
@@ -179,6 +184,7 @@ async def run_evaluate(env: RuntimeEnv) -> dict[str, Any]:
             "reason": result.reason,
             "feedback": result.feedback,
             "components": dict(result.components),
+            **{k: v for k, v in result.to_dict().items() if k in ("tests", "seen")},  # rubric's own
             "finish_reason": finish,
             "generation_params": env.generation_params("eval"),
             **extra,

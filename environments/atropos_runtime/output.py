@@ -3,8 +3,9 @@
 Each JSONL line is one group in atroposlib's `process` shape (`tokens`, `masks`, `scores`,
 `messages`, `inference_logprobs`, `overrides`, `group_overrides`, `generation_params`) plus our keys
 (`VIEW_KEYS`, never sent to a trainer): `uid` (the group's stable key), `item_uid`, `prompt` (the
-item's messages), `answer` (the gold answer), `rewards` (every sample's RewardResult as a dict:
-score, status, components, feedback, reason), `finish_reasons`, `prompt_tokens` /
+item's messages), `answer` (the gold answer), `rewards` (every sample's `RewardResult.to_dict()`:
+score, status, components, feedback, reason, and where the rubric gives them `tests`, the per-test
+records, and `seen`, what it read: the viewer shows them), `finish_reasons`, `prompt_tokens` /
 `completion_tokens` (per sample, when token ids are exact) and, for multi-turn tasks, `episodes`
 (every turn: text, finish reason, exact ids, the environment's reply). `tokens` are the exact
 sampled ids when `tokens_exact` is true.

@@ -2,7 +2,8 @@
 
 Plain JS, no libraries, no network. Contract: data is read with `JSON.parse` from the
 `application/json` block and every piece of it reaches the DOM through `textContent` /
-`createTextNode` (never `innerHTML`); control characters are shown as visible escapes.
+`createTextNode` (never `innerHTML`); control characters are shown as visible escapes. Colours come
+from numbers only (`tint`: the reward scale), never from the data's text.
 """
 
 PAGE = r"""<!doctype html>
@@ -30,7 +31,18 @@ main{flex:1;display:flex;min-height:0}
   text-overflow:ellipsis;border-bottom:1px solid #eee;cursor:pointer;font-size:13px}
 .row.sel{background:#dfe8ff}
 .row .sc{display:inline-block;width:3.6em;font-weight:600}
-.row .st,.row .fr{display:inline-block;width:5.5em;overflow:hidden;text-overflow:ellipsis;vertical-align:top;color:#555}
+.row .sc{text-align:center;border-radius:3px}
+.row .st,.row .fr,.row .dr{display:inline-block;width:5.5em;overflow:hidden;text-overflow:ellipsis;vertical-align:top;color:#555}
+.row .dr{width:8em;color:#8a3b00}
+.unvs{background:repeating-linear-gradient(135deg,#ece4fb 0 4px,#d9ccf5 4px 8px);color:#5b3a99}
+.runs{font-size:.9em;margin-top:.2em}.runs>div{margin:.1em 0}
+.scale{display:inline-block;width:6em;height:.8em;vertical-align:middle;border-radius:2px;background:linear-gradient(90deg,hsl(0,65%,82%),hsl(60,65%,82%),hsl(120,65%,82%))}
+table.tests{border-collapse:collapse;font-size:.9em;margin:.2em 0}
+table.tests td,table.tests th{border-bottom:1px solid #eee;padding:.1em .7em .1em 0;text-align:left;vertical-align:top}
+.o-passed{color:#17802a}.o-failed{color:#b3261e}.o-error,.o-timeout{color:#b26a00}.o-not_run{color:#888}
+tr.first td{background:#fff1ef}
+.pair{display:grid;grid-template-columns:1fr 1fr;gap:.2em 1em}
+.pair .lbl{font-size:.85em;color:#555}
 .toolbar select{max-width:12em}
 .empty{padding:1em;color:#666}
 #detail{flex:1;overflow-y:auto;padding:.6em 1.2em 3em}
@@ -51,8 +63,8 @@ table.kv td{padding:.1em .8em .1em 0;vertical-align:top}
 table.kv td:first-child{color:#555}
 .sib{cursor:pointer;border:1px solid #ccc}
 .sib.cur{border-color:#2d5bd1;background:#dfe8ff}
-.toks{font:12px/1.9 ui-monospace,monospace;word-break:break-all}
-.toks span{padding:0 2px;margin-right:1px;border-radius:2px}
+.toks{font:12px/1.9 ui-monospace,monospace}
+.toks span{display:inline-block;white-space:pre;max-width:100%;overflow:hidden;text-overflow:ellipsis;vertical-align:top;line-height:1.5;padding:0 2px;margin:0 1px 2px 0;border-radius:2px}
 .toks .p{background:#eee;color:#777}
 button.more{margin-left:.5em;font-size:.85em}
 .help{color:#666;font-size:.85em}
@@ -60,13 +72,15 @@ button.more{margin-left:.5em;font-size:.85em}
 </style></head>
 <body>
 <script type="application/json" id="rlvr-data">%DATA%</script>
-<header><h1 id="title"></h1><div class="facts" id="facts"></div></header>
+<header><h1 id="title"></h1><div class="facts" id="facts"></div><div class="runs" id="runs"></div></header>
 <div class="toolbar">
   <span class="tabs" id="tabs"></span>
+  <label id="l-run">run <select id="f-run"></select></label>
   <label>status <select id="f-status"></select></label>
+  <label>drop <select id="f-drop"></select></label>
   <label>finish <select id="f-finish"></select></label>
   <label>reward <input id="f-min" type="number" step="any" placeholder="min"> to <input id="f-max" type="number" step="any" placeholder="max"></label>
-  <input id="f-text" type="search" placeholder="search text, reason, feedback  ( / )">
+  <input id="f-text" type="search" placeholder="search text, prompt, item, reason, drop  ( / )">
   <label>sort <select id="f-sort">
     <option value="order">file order</option><option value="score-desc">reward, high first</option>
     <option value="score-asc">reward, low first</option><option value="ctok-desc">completion tokens, most first</option>
@@ -108,6 +122,9 @@ function put(e, s, limit) {
 function el(tag, cls, text) { const e = document.createElement(tag); if (cls) e.className = cls; if (text !== undefined) put(e, text); return e; }
 function oneLine(s) { s = str(s).slice(0, 300); return s.replace(/\n/g, ' \u23ce ').replace(CTL, esc); }
 const cls = (v) => v === null || v === undefined || typeof v !== 'number' ? 'none' : (v > 0 ? 'pos' : 'zero');
+// the reward colour scale: 0 red to 1 green (clipped to [0, 1]); no number (unverified) is striped ('unvs')
+const tint = (v) => typeof v === 'number' && isFinite(v) ? 'hsl(' + Math.round(120 * Math.max(0, Math.min(1, v))) + ',65%,82%)' : '';
+function paint(e, v) { const c = tint(v); if (c) e.style.background = c; else e.classList.add('unvs'); return e; }
 const fmt = (v) => typeof v === 'number' ? (Number.isInteger(v) ? String(v) : v.toFixed(3)) : (v === null || v === undefined ? '—' : String(v));
 const byGroup = new Map();
 D.samples.forEach((x, k) => { if (!byGroup.has(x.g)) byGroup.set(x.g, []); byGroup.get(x.g).push(k); });
@@ -117,31 +134,50 @@ const visible = (p) => p.replace(/\n/g, '\u21b5').replace(/\t/g, '\u21e5').repla
 const completion = (s) => s.turns.filter((t) => t.r === 'assistant').map((t) => t.c).join('\n');
 
 // ---- run header
-const H = D.header || {};
-const kept = S.filter((s) => s.kind === 'kept' || s.kind === 'eval');
-const rejected = S.filter((s) => s.kind === 'dropped' || s.kind === 'unverified');
+const H = D.header || {}, RUNS = D.runs && D.runs.length ? D.runs : [{name: '', env: H.env, model: H.model, settings: H.settings}];
+const isKept = (s) => s.kind === 'kept' || s.kind === 'eval';
+const kept = S.filter(isKept);
+const rejected = S.filter((s) => !isKept(s));
 const count = (xs, f) => { const c = {}; xs.forEach((x) => { const k = f(x); c[k] = (c[k] || 0) + 1; }); return c; };
 $('title').textContent = document.title;
-function fact(label, value) { const s = el('span'); const b = el('b', null, label + ': '); s.appendChild(b); put(s, value, 400); $('facts').append(s, ' '); }
+function fact(label, value, where) { const s = el('span'); const b = el('b', null, label + ': '); s.appendChild(b); put(s, value, 400); (where || $('facts')).append(s, ' '); }
 // "key n · key n" of a count, most frequent first, at most 8 keys (each cut to 40 characters)
 const counted = (c) => { const ks = Object.keys(c).sort((a, b) => c[b] - c[a] || (a < b ? -1 : 1)); return ks.slice(0, 8).map((k) => oneLine(k).slice(0, 40) + ' ' + c[k]).join(' · ') + (ks.length > 8 ? ' · +' + (ks.length - 8) + ' more' : ''); };
-fact('env', H.env || '—'); fact('model', H.model || '—');
-const st = H.settings || {};
-fact('settings', Object.keys(st).map((k) => k + '=' + str(st[k])).join(' · ') || '—');
+const groupsOf = (xs) => new Set(xs.map((s) => s.g)).size;
+// kept, dropped and unverified samples of `xs` counted apart (a placeholder row of a failed group is no sample)
+function tally(xs) {
+  const k = xs.filter(isKept), d = xs.filter((s) => s.kind === 'dropped'), u = xs.filter((s) => s.kind === 'unverified');
+  const sc = k.filter((s) => typeof s.score === 'number');
+  const dropGroups = [...new Set(d.map((s) => s.g))];
+  return {
+    kept: k.length + ' samples in ' + groupsOf(k) + ' groups',
+    mean: sc.length ? (sc.reduce((a, s) => a + s.score, 0) / sc.length).toFixed(3) : '—',
+    dropped: d.length ? d.filter((s) => !s.ph).length + ' samples in ' + dropGroups.length + ' groups (' + counted(count(dropGroups, (g) => G[g].drop)) + ')' : 'none',
+    unverified: u.length ? u.length + ' samples of ' + groupsOf(u) + ' kept groups (shown with their group)' : 'none',
+  };
+}
+const settings = (st) => Object.keys(st || {}).map((k) => k + '=' + str(st[k])).join(' · ') || '—';
+const evalLine = (m) => Object.keys(m).filter((k) => !k.includes('/status/')).map((k) => k.replace('eval/', '') + '=' + fmt(m[k])).join(' · ');
+const all = tally(S);
+if (RUNS.length === 1) { fact('env', RUNS[0].env || '—'); fact('model', RUNS[0].model || '—'); fact('settings', settings(RUNS[0].settings)); }
+else fact('runs', String(RUNS.length));
 fact('files', (D.sources || []).join(', '));
-const scored = kept.filter((s) => typeof s.score === 'number');
-fact('samples', kept.length + ' in ' + new Set(kept.map((s) => s.g)).size + ' groups');
-fact('mean reward', scored.length ? (scored.reduce((a, s) => a + s.score, 0) / scored.length).toFixed(3) : '—');
-const statusCounts = count(S, (s) => s.status);
-fact('status', counted(statusCounts));
-const finishCounts = count(kept, (s) => s.finish);
-fact('finish', counted(finishCounts) || '—');
-const dropGroups = G.filter((g) => g.drop && g.drop !== 'unverified');
-const drops = count(dropGroups, (g) => g.drop);
-fact('dropped groups', counted(drops) || 'none');
-fact('unverified samples', String(S.filter((s) => s.kind === 'unverified').length));
-const metrics = ((H.metrics || {}).results || {}).all;
-if (metrics) fact('eval', Object.keys(metrics).filter((k) => !k.includes('/status/')).map((k) => k.replace('eval/', '') + '=' + fmt(metrics[k])).join(' · '));
+fact('kept', all.kept); fact('mean reward', all.mean); fact('dropped', all.dropped); fact('unverified', all.unverified);
+fact('status', counted(count(S.filter((s) => !s.ph), (s) => s.status)));
+fact('finish', counted(count(kept, (s) => s.finish)) || '—');
+if (RUNS.length === 1 && RUNS[0].metrics) fact('eval', evalLine(RUNS[0].metrics));
+const byRun = RUNS.map(() => []);
+S.forEach((s) => { const r = G[s.g].run || 0; if (byRun[r]) byRun[r].push(s); });
+if (RUNS.length > 1) RUNS.forEach((r, k) => {
+  const line = el('div', 'run'); line.id = 'run-' + k; line.appendChild(el('b', null, 'run ' + r.name));
+  const t = tally(byRun[k]); line.append(' ');
+  [['env', r.env || '—'], ['model', r.model || '—'], ['settings', settings(r.settings)], ['kept', t.kept], ['mean reward', t.mean],
+   ['dropped', t.dropped], ['unverified', t.unverified]].forEach(([a, b]) => fact(a, b, line));
+  if (r.metrics) fact('eval', evalLine(r.metrics), line);
+  $('runs').appendChild(line);
+});
+const legend = el('span'); legend.append('reward: 0 '); legend.appendChild(el('span', 'scale')); legend.append(' 1 · ');
+legend.appendChild(el('span', 'chip unvs', 'unverified')); $('facts').append(legend, ' ');
 (D.notes || []).forEach((n) => $('facts').appendChild(el('span', 'note', n)));
 
 // ---- sections and filters
@@ -154,32 +190,42 @@ sections.forEach(([key, label, xs]) => {
   b.onclick = () => { section = key; refilter(); };
   $('tabs').appendChild(b);
 });
-function options(id, values) {
+function options(id, values, label) {
   const sel = $(id); sel.appendChild(new Option('any', ''));
-  [...new Set(values)].sort().forEach((v) => sel.appendChild(new Option(oneLine(v).slice(0, 80), v)));
+  [...new Set(values)].sort().forEach((v) => sel.appendChild(new Option(oneLine(label ? label(v) : v).slice(0, 80), v)));
 }
 options('f-status', S.map((s) => str(s.status)));
 options('f-finish', S.map((s) => str(s.finish)));
-const lower = new Array(S.length);
+options('f-drop', G.filter((g) => g.drop).map((g) => str(g.drop)));
+options('f-run', RUNS.map((r, k) => String(k)), (k) => RUNS[k].name + ' (' + RUNS[k].env + ')');
+if (RUNS.length < 2) $('l-run').style.display = 'none';
+if (!rejected.length) $('f-drop').parentNode.style.display = 'none';
+const lower = new Array(S.length), promptText = new Array(G.length);
+const seenText = (s) => Object.keys(s.seen || {}).map((k) => k + ' ' + s.seen[k]).join('\n') + (s.tests || []).map((t) => '\n' + t.join(' ')).join('');
 function haystack(i) {
   if (lower[i] === undefined) {
     const s = S[i], g = G[s.g];
-    lower[i] = [completion(s), s.turns.map((t) => t.c).join('\n'), s.reason, s.feedback, g.uid, str(g.answer), g.detail].join('\n').toLowerCase();
+    if (promptText[s.g] === undefined) promptText[s.g] = g.prompt.map((m) => m.c).join('\n');
+    lower[i] = [completion(s), s.turns.map((t) => t.c).join('\n'), s.reason, s.feedback, g.uid, str(g.item), str(g.answer),
+      g.drop ? 'drop ' + g.drop : '', g.detail, promptText[s.g], seenText(s)].join('\n').toLowerCase();
   }
   return lower[i];
 }
 let V = [], sel = 0;
 function refilter() {
-  const status = $('f-status').value, finish = $('f-finish').value, text = $('f-text').value.toLowerCase();
+  const status = $('f-status').value, finish = $('f-finish').value, drop = $('f-drop').value, text = $('f-text').value.toLowerCase();
+  const runAt = $('f-run').value === '' ? -1 : Number($('f-run').value);
   const lo = $('f-min').value === '' ? -Infinity : Number($('f-min').value);
   const hi = $('f-max').value === '' ? Infinity : Number($('f-max').value);
   const current = V[sel];
   V = [];
   for (let i = 0; i < S.length; i++) {
-    const s = S[i];
-    if ((section === 'samples') !== (s.kind === 'kept' || s.kind === 'eval')) continue;
+    const s = S[i], g = G[s.g];
+    if ((section === 'samples') !== isKept(s)) continue;
+    if (runAt >= 0 && (g.run || 0) !== runAt) continue;
     if (status && str(s.status) !== status) continue;
     if (finish && str(s.finish) !== finish) continue;
+    if (drop && str(g.drop) !== drop) continue;
     if (lo !== -Infinity || hi !== Infinity) { if (typeof s.score !== 'number' || s.score < lo || s.score > hi) continue; }
     if (text && !haystack(i).includes(text)) continue;
     V.push(i);
@@ -198,7 +244,9 @@ function refilter() {
   $('rows').style.height = (V.length * ROW) + 'px';
   drawList(); show(); reveal();
 }
-['f-status', 'f-finish', 'f-sort'].forEach((id) => $(id).addEventListener('change', () => { refilter(); list.focus(); }));
+// a drop reason lives in the other section: choosing one goes there
+$('f-drop').addEventListener('change', () => { if ($('f-drop').value && rejected.length) section = 'rejected'; });
+['f-run', 'f-status', 'f-finish', 'f-drop', 'f-sort'].forEach((id) => $(id).addEventListener('change', () => { refilter(); list.focus(); }));
 ['f-min', 'f-max', 'f-text'].forEach((id) => ['input', 'change'].forEach((ev) => $(id).addEventListener(ev, refilter)));
 
 // ---- the virtualised list: only the rows in view (and a margin) exist
@@ -217,9 +265,10 @@ function drawList() {
     const s = S[V[p]], g = G[s.g];
     const r = el('div', 'row' + (p === sel ? ' sel' : ''));
     r.style.top = (p * ROW) + 'px'; r.dataset.pos = p;
-    r.appendChild(el('span', 'sc ' + cls(s.score), fmt(s.score))); r.appendChild(document.createTextNode(' '));
+    r.appendChild(paint(el('span', 'sc ' + cls(s.score), fmt(s.score)), s.score)); r.appendChild(document.createTextNode(' '));
     r.appendChild(el('span', 'st', oneLine(s.status).slice(0, 40))); r.appendChild(document.createTextNode(' '));
-    r.appendChild(el('span', 'fr', oneLine(s.finish || g.drop || '').slice(0, 40)));
+    r.appendChild(el('span', 'fr', oneLine(s.finish || '').slice(0, 40)));
+    if (section === 'rejected') { r.appendChild(document.createTextNode(' ')); r.appendChild(el('span', 'dr', oneLine(g.drop || '').slice(0, 40))); }
     r.appendChild(document.createTextNode(' #' + s.g + '.' + s.j + ' ' + oneLine(completion(s) || s.reason)));
     r.onclick = () => { go(p); list.focus(); };
     rows.appendChild(r);
@@ -278,14 +327,18 @@ function show() {
   h.appendChild(document.createTextNode(' · ' + str(s.status) + ' · group ' + s.g + ', sample ' + s.j + ' · '));
   put(h, g.uid); d.appendChild(h);
   if (g.drop) d.appendChild(box('reward none', (g.drop === 'unverified' ? 'unverified sample' : 'dropped group: ' + g.drop) + ' (never written to the training output)', g.detail || s.reason));
-  const siblings = byGroup.get(s.g).map((k) => [S[k], k]);
+  // the group's samples: a kept group's and its unverified ones (the `peer` record) together
+  const mine = byGroup.get(s.g), peer = g.peer === null || g.peer === undefined ? [] : (byGroup.get(g.peer) || []);
+  const siblings = (isKept(s) ? [...mine, ...peer] : [...peer, ...mine]).map((k) => [S[k], k]);
   if (siblings.length > 1) {
-    const sb = el('div', 'lbl'); sb.appendChild(document.createTextNode('group: '));
+    const sb = el('div', 'lbl group'); sb.appendChild(document.createTextNode('group: '));
     siblings.forEach(([x, k]) => {
-      const c = el('span', 'chip sib ' + cls(x.score) + (k === i ? ' cur' : ''), '#' + x.j + ' ' + fmt(x.score));
-      c.onclick = () => { let p = V.indexOf(k); if (p < 0) { resetFilters(); p = V.indexOf(k); } go(p); };
+      const u = x.kind === 'unverified';
+      const c = paint(el('span', 'chip sib ' + cls(x.score) + (u ? ' unv' : '') + (k === i ? ' cur' : ''), '#' + x.j + ' ' + (u ? 'unverified' : fmt(x.score))), x.score);
+      c.onclick = () => jump(k);
       sb.appendChild(c);
     });
+    if (peer.length) sb.appendChild(document.createTextNode(' (unverified samples are never written to the training output)'));
     d.appendChild(sb);
   }
   const rw = el('div', 'box reward ' + cls(s.score)); rw.appendChild(el('div', 'lbl', 'reward'));
@@ -295,12 +348,13 @@ function show() {
     ['set_advantage_to_zero', s.adv0 ? 'true (truncated: no gradient from this sample)' : (s.kind === 'kept' ? 'false' : '')],
     ['prompt tokens', s.ptok], ['completion tokens', s.ctok], ['sequence tokens', s.len],
     ['episode stop', s.stop], ['turns', s.turns.filter((t) => t.r === 'assistant').length || ''],
-    ['generation', Object.keys(p).map((k) => k + '=' + str(p[k])).join(' · ')], ['source', g.src], ['item', g.item],
+    ['generation', Object.keys(p).map((k) => k + '=' + str(p[k])).join(' · ')], ['run', RUNS.length > 1 ? RUNS[g.run || 0].name : ''],
+    ['source', g.src], ['item', g.item],
   ]));
   if (s.components && Object.keys(s.components).length) { rw.appendChild(el('div', 'lbl', 'components')); rw.appendChild(kv(Object.keys(s.components).map((k) => [k, fmt(s.components[k])]))); }
   if (s.feedback) { rw.appendChild(el('div', 'lbl', 'feedback')); rw.appendChild(el('pre', 'feedback', s.feedback)); }
   d.appendChild(rw);
-  if (g.answer !== null && g.answer !== undefined) d.appendChild(box('gold', 'gold answer', str(g.answer)));
+  saw(d, s, g);
   const pr = el('details', 'box prompt'); pr.open = g.prompt.reduce((a, m) => a + m.c.length, 0) < 1500;
   pr.appendChild(el('summary', null, 'prompt (' + g.prompt.length + ' messages)'));
   g.prompt.forEach((m) => { pr.appendChild(el('div', 'lbl', m.role)); pr.appendChild(el('pre', null, m.c)); });
@@ -313,18 +367,66 @@ function show() {
     if (t.info && Object.keys(t.info).length) b.appendChild(kv(Object.keys(t.info).map((k) => ['info.' + k, str(t.info[k])])));
     d.appendChild(b);
   });
+  if (!s.tok && !s.ph) d.appendChild(el('div', 'box note notok', 'no token view: ' + (s.tokwhy === 'budget'
+    ? "the page's token budget was spent before this sample (rlvr view --tokens N raises it)"
+    : (s.kind === 'eval' ? 'evaluate records no token ids' : (isKept(s) ? 'this group was written without token ids' : 'dropped and unverified samples carry no token ids')))));
   if (s.tok) {
     const tv = el('details', 'box tokens'); tv.id = 'tokens';
-    tv.appendChild(el('summary', null, 'token view: ' + s.tok.ids.length + ' exact ' + (VOCAB ? 'tokens' : 'ids') + ' (grey: prompt / environment, mask -100; coloured: sampled, green = high logprob, red = low)  ( t )'));
+    tv.appendChild(el('summary', null, 'token view: ' + s.tok.ids.length + ' exact ' + (VOCAB ? 'tokens' : 'ids (no tokenizer: rlvr view --tokenizer PATH shows their text)') + ' (grey: prompt / environment, mask -100; coloured: sampled, green = high logprob, red = low)  ( t )'));
     tv.render = () => { if (tv.open && tv.children.length === 1) tv.appendChild(tokenView(s.tok)); };
     tv.addEventListener('toggle', () => { tokensOpen = tv.open; tv.render(); });
     tv.open = tokensOpen; tv.render();
     d.appendChild(tv);
   }
 }
+// what the rubric read: the extracted answer beside the gold, the judge's reply, the per-test table
+function saw(d, s, g) {
+  const seen = s.seen || {}, names = Object.keys(seen);
+  const answerKey = names.find((k) => k === 'answer' || k.endsWith('.answer'));
+  const hasGold = g.answer !== null && g.answer !== undefined;
+  if (!names.length && !(s.tests || []).length) { if (hasGold) d.appendChild(box('gold', 'gold answer', str(g.answer))); return; }
+  const b = el('div', 'box saw'); b.id = 'saw'; b.appendChild(el('div', 'lbl', 'what the rubric saw'));
+  if (answerKey !== undefined) {
+    const rule = seen[answerKey.replace(/answer$/, 'rule')];
+    const pair = el('div', 'pair');
+    pair.appendChild(el('div', 'lbl', 'extracted answer' + (rule ? ' (' + oneLine(rule).slice(0, 40) + ')' : '')));
+    pair.appendChild(el('div', 'lbl', 'gold answer'));
+    pair.appendChild(el('pre', 'extracted', seen[answerKey])); pair.appendChild(el('pre', 'gold', hasGold ? str(g.answer) : '—'));
+    b.appendChild(pair);
+  } else if (hasGold) { b.appendChild(el('div', 'lbl', 'gold answer')); b.appendChild(el('pre', 'gold', str(g.answer))); }
+  names.filter((k) => k !== answerKey && !(answerKey && k === answerKey.replace(/answer$/, 'rule'))).forEach((k) => {
+    b.appendChild(el('div', 'lbl', /(^|\.)reply( \d+)?$/.test(k) ? "judge's reply" + (k === 'reply' ? '' : ' (' + k + ')') : k));
+    b.appendChild(el('pre', 'seen', seen[k]));
+  });
+  if ((s.tests || []).length) b.appendChild(testTable(s.tests));
+  d.appendChild(b);
+}
+function testTable(tests) {
+  const wrap = el('div'), c = count(tests, (t) => str(t[2]));
+  const first = tests.findIndex((t) => t[2] !== 'passed');
+  wrap.appendChild(el('div', 'lbl', tests.length + ' tests: ' + counted(c) + (first >= 0 ? ' · first failure: test ' + str(tests[first][0]) : '')));
+  const t = el('table', 'tests'), hd = el('tr');
+  ['test', 'kind', 'outcome', 'detail'].forEach((h) => hd.appendChild(el('th', null, h))); t.appendChild(hd);
+  tests.slice(0, 500).forEach((x, k) => {
+    const tr = el('tr', k === first ? 'first' : null);
+    tr.appendChild(el('td', null, str(x[0]))); tr.appendChild(el('td', null, str(x[1])));
+    tr.appendChild(el('td', 'o-' + String(x[2]).replace(/[^a-z_]/g, ''), str(x[2]))); tr.appendChild(el('td', null, str(x[3])));
+    t.appendChild(tr);
+  });
+  wrap.appendChild(t);
+  if (tests.length > 500) wrap.appendChild(el('div', 'help', (tests.length - 500) + ' more tests not listed'));
+  return wrap;
+}
 function resetFilters() {
-  ['f-status', 'f-finish', 'f-min', 'f-max', 'f-text'].forEach((id) => { $(id).value = ''; });
+  ['f-run', 'f-status', 'f-finish', 'f-drop', 'f-min', 'f-max', 'f-text'].forEach((id) => { $(id).value = ''; });
   refilter();
+}
+// select sample k: in its own section, clearing the filters when they hide it
+function jump(k) {
+  const want = isKept(S[k]) ? 'samples' : 'rejected';
+  if (section !== want) { section = want; refilter(); }
+  let p = V.indexOf(k); if (p < 0) { resetFilters(); p = V.indexOf(k); }
+  go(p);
 }
 
 // ---- keyboard

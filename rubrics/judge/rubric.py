@@ -13,7 +13,8 @@ Contract:
   `rubrics.judge.parse`), after cutting out verbatim restatements of our own prompt (a judge that
   repeats the instructions after its verdict is read by its verdict). The score is the verdict mapped onto [0, 1] (`normalize=True`) or the raw
   value; components hold the raw value, the sample variance over `samples` draws and the number of
-  grammar tokens neutralised in the response.
+  grammar tokens neutralised in the response; `seen` holds each valid draw's reply (`reply`,
+  `reply 2`, ...: its last `REPLY_CHARS` characters, where the verdict is), for the viewer.
 * Successful verdicts are cached (LRU, keyed by endpoint, model, full messages, sampling and parsing
   settings and sample index); identical in-flight requests share one call. Unseeded sampling at
   temperature > 0 is never cached nor shared.
@@ -24,6 +25,7 @@ Contract:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import statistics
@@ -64,6 +66,8 @@ from rubrics.judge.prompt import (
     placeholders,
 )
 from rubrics.text import final_segment
+
+REPLY_CHARS = 1500  # of a judge's reply kept in `RewardResult.seen` (its end: the verdict is there)
 
 # One-token "master keys" that fool reference-based judges (Zhao et al. 2025, arXiv 2507.08794).
 MASTER_KEYS = (
@@ -145,6 +149,7 @@ class Verdict:
     kind: str = "ok"
     reason: str = ""
     mass: float | None = None  # logprobs mode: probability on valid score tokens
+    reply: str = ""  # the judge's reply text (cut to REPLY_CHARS), shown by the viewer
 
 
 class JudgeRubric(Rubric):
@@ -431,7 +436,8 @@ class JudgeRubric(Rubric):
         if reply.refusal:
             return self._count(Verdict(None, "refusal", reply.refusal[:200]))
         try:
-            return self._parse(reply.content, reply.logprobs, echoes)
+            verdict = self._parse(reply.content, reply.logprobs, echoes)
+            return dataclasses.replace(verdict, reply=(reply.content or "")[-REPLY_CHARS:])
         except VerdictError as exc:
             return self._count(Verdict(None, exc.kind, f"{exc.detail}; reply tail {reply.content[-120:]!r}"))
 
@@ -483,10 +489,12 @@ class JudgeRubric(Rubric):
         if masses:
             components["judge_mass"] = min(masses)
         score = self.scale.unit(raw) if self.config.normalize else raw
+        replies = [v.reply for v in verdicts if v.value is not None and v.reply]
+        seen = {"reply" if k == 0 else f"reply {k + 1}": r for k, r in enumerate(replies)}
         reason = f"judge {raw:g} over {len(valid)} draw(s)"
         if flagged:
             reason += f"; neutralised {flagged} judge-grammar token(s) in the response"
-        return RewardResult(score=score, components=components, reason=reason)
+        return RewardResult(score=score, components=components, reason=reason, seen=seen)
 
 
 def question_of(prompt: Sequence[Mapping[str, Any]] | str) -> str:

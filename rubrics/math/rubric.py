@@ -159,11 +159,14 @@ class MathRubric(Rubric):
         return await asyncio.to_thread(lambda: self.pool)  # starting it blocks: off the loop
 
     def result(self, v: Verdict) -> RewardResult:
+        """The reward for a verdict; `seen` holds the extracted answer (cut to 500 characters) and the
+        rule that found it, when there is one."""
         detail = f"{v.reason}: {v.detail}" if v.detail else v.reason
+        seen = {"answer": v.answer[:500], "rule": v.how} if v.answer is not None else {}
         if v.reason == "timeout":
-            return RewardResult.unverified(Status.TIMEOUT, detail)
+            return RewardResult(score=None, status=Status.TIMEOUT, reason=detail, seen=seen)
         if v.reason == "error":
-            return RewardResult.unverified(Status.ERROR, detail)
+            return RewardResult(score=None, status=Status.ERROR, reason=detail, seen=seen)
         if v.reason == "no_answer":
             return RewardResult.zero(
                 Status.NO_ANSWER, detail, feedback="No final answer found (use \\boxed{})."
@@ -174,7 +177,7 @@ class MathRubric(Rubric):
             components["format"] = fmt
         score = components["correct"] + self.format_weight * fmt
         status = Status.INVALID if v.reason in ("parse_error", "too_complex") else Status.OK
-        return RewardResult(score=score, status=status, components=components, reason=detail)
+        return RewardResult(score=score, status=status, components=components, reason=detail, seen=seen)
 
     async def aclose(self) -> None:
         if self._own_pool and self._pool is not None:

@@ -476,3 +476,23 @@ async def test_malformed_replies_are_typed_judge_errors_counted_in_metrics(judge
     assert metrics["malformed_reply_rate"] == 1.0 and metrics["judge_calls"] == 1.0
     assert len(script.matching(marker)) == 1  # not transient: never retried
     assert "Traceback" not in caplog.text
+
+
+async def test_the_judges_reply_is_kept_for_the_viewer_and_survives_weighting(judge):
+    from rubrics.core import WeightedRubric
+    from rubrics.judge.rubric import REPLY_CHARS
+
+    url, script = judge
+    script.set("Q-reply", {"content": "Step 3 is wrong, the rest fine. <score>6</score>"})
+    result = await score(url, sample("Q-reply"))
+    assert result.seen == {"reply": "Step 3 is wrong, the rest fine. <score>6</score>"}
+    assert result.to_dict()["seen"] == result.seen
+    long = "x" * (REPLY_CHARS + 500) + " <score>2</score>"
+    script.set("Q-long", {"content": long})
+    async with JudgeRubric(cfg(url)) as rubric:
+        cut = await rubric.score(sample("Q-long"))
+        weighted = await WeightedRubric({"judge": rubric}).score(sample("Q-long"))
+    assert cut.seen["reply"] == long[-REPLY_CHARS:] and cut.seen["reply"].endswith("<score>2</score>")
+    assert weighted.seen == {"judge.reply": long[-REPLY_CHARS:]}  # cached verdict keeps its reply
+    script.set("Q-bad", {"content": "no verdict here"})
+    assert (await score(url, sample("Q-bad"))).seen == {}  # a failed draw has no reply to show

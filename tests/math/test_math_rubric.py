@@ -58,3 +58,13 @@ async def test_event_loop_keeps_running_during_checks():
         await task
     assert [r.score for r in results] == [1.0] * 4
     assert ticks > 0
+
+
+async def test_the_extracted_answer_is_kept_for_the_viewer():
+    async with MathRubric(workers=1) as rubric:
+        wrong = await rubric.score(sample(r"so the total is \boxed{3}", "4"))
+        right = await rubric.score(sample(r"\boxed{\frac{1}{2}}", "0.5"))
+        missing = await rubric.score(sample("no answer at all", "4"))
+    assert wrong.seen == {"answer": "3", "rule": "boxed"} and wrong.to_dict()["seen"] == wrong.seen
+    assert right.seen["answer"] == r"\frac{1}{2}" and right.seen["rule"] == "boxed"
+    assert missing.seen == {} and "seen" not in missing.to_dict()

@@ -7,11 +7,13 @@ at turn 2, so samples not solved at turn 1 are unverified and groups with none s
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import get_type_hints
 
 import httpx
@@ -21,8 +23,9 @@ from transformers import AutoTokenizer
 
 from environments.atropos_runtime.cli import main as rlvr
 from environments.atropos_runtime.local_model import build_tiny_model
-from environments.atropos_runtime.output import GroupWriter
+from environments.atropos_runtime.output import GroupWriter, rejected_record
 from environments.atropos_runtime.viewer import load_run, page_json, write_viewer
+from rubrics.core import TestRecord
 from tests.runtime.guess_env import binary_search_policy
 from tests.runtime.scripted_policy import ScriptedPolicy
 from tests.runtime.test_episodes import make_env
@@ -94,11 +97,21 @@ async def test_process_and_evaluate_write_what_judges_a_sample_and_the_viewer_re
 
     env = make_env(tiny, policy, max_turns=3, data_dir_to_save_evals=str(tmp_path / "run" / "eval"))
     await env.setup()
+    scored = env.rollout_and_score
+
+    async def with_what_was_seen(item, n, split):  # as a math / code rubric reports it
+        rollouts, results = await scored(item, n, split=split)
+        saw = {"seen": {"answer": f"read {item.uid}"}, "tests": (TestRecord(0, "stdio", "failed", "wrong"),)}
+        return rollouts, [dataclasses.replace(r, **saw) for r in results]
+
+    env.rollout_and_score = with_what_was_seen
     await run_evaluate(env)
     await env.aclose()
     samples = jsonl(tmp_path / "run" / "eval" / "samples.jsonl")
     eval_items = {item.uid: item for item in env.eval_items}
     for s in samples:
+        assert s["seen"] == {"answer": f"read {s['uid']}"}
+        assert s["tests"] == [{"index": 0, "kind": "stdio", "outcome": "failed", "detail": "wrong"}]
         assert (
             s["answer"] == s["gold"] == eval_items[s["uid"]].answer
             and s["prompt"] == eval_items[s["uid"]].prompt
@@ -226,3 +239,100 @@ def test_view_without_a_browser_says_where_the_page_is_and_how_to_serve_it(tmp_p
     assert "no browser could be opened here" in out and "file://" in out and f"rlvr view {run} --serve" in out
     monkeypatch.setattr(webbrowser, "open", lambda url: True)
     assert rlvr(["view", str(run)]) == 0 and "no browser" not in capsys.readouterr().out
+
+
+def _rollout(text: str, masks: list[int] | None = None) -> SimpleNamespace:
+    return SimpleNamespace(text=text, finish_reason="stop", masks=masks, episode=None)
+
+
+def test_what_the_rubric_saw_reaches_the_viewer_from_every_writer_and_old_files_still_load(tmp_path):
+    from rubrics.core import RewardResult, Status, TestRecord
+
+    math = RewardResult(score=0.0, reason="mismatch", seen={"answer": "41", "rule": "boxed"})
+    code = RewardResult(score=0.5, components={"pass_rate": 0.5}, reason="1/2 tests", tests=(
+        TestRecord(0, "stdio", "passed"), TestRecord(1, "call", "failed", "wrong answer")))  # fmt: skip
+    judge = RewardResult(score=0.7, seen={"judge.reply": "good <score>7</score>"})
+    lost = RewardResult(score=None, status=Status.TIMEOUT, reason="cas timeout", seen={"answer": "x^2"})
+    with GroupWriter(tmp_path / "groups.jsonl") as writer:
+        writer.write({"uid": "g#0", "item_uid": "g", "answer": "42", "scores": [0.0, 0.5, 0.7],
+                      "messages": [[{"role": "user", "content": "q"}, {"role": "assistant", "content": t}] for t in "abc"],
+                      "rewards": [math.to_dict(), code.to_dict(), judge.to_dict()]})  # fmt: skip
+        item = SimpleNamespace(uid="g", prompt=[{"role": "user", "content": "q"}], answer="42")
+        rejected = rejected_record(item, None, "", [_rollout("d"), _rollout("e")], [math, lost])
+        assert rejected is not None
+        (tmp_path / "groups.dropped.jsonl").write_text(json.dumps({"uid": "g#0", **rejected}) + "\n")
+    eval_sample = {"uid": "e", "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "f"}], "score": 0.5, "status": "ok",
+                   "tests": code.to_dict()["tests"], "seen": {"answer": "7"}}  # fmt: skip
+    (tmp_path / "ev").mkdir()
+    (tmp_path / "ev" / "samples.jsonl").write_text(json.dumps(eval_sample) + "\n")
+    run = load_run(tmp_path)
+    by_text = {s["turns"][-1]["c"] if s["turns"] else s["kind"]: s for s in run["samples"]}
+    assert by_text["a"]["seen"] == {"answer": "41", "rule": "boxed"} and by_text["a"]["tests"] == []
+    assert by_text["b"]["tests"] == [[0, "stdio", "passed", ""], [1, "call", "failed", "wrong answer"]]
+    assert by_text["c"]["seen"] == {"judge.reply": "good <score>7</score>"}
+    assert by_text["e"]["kind"] == "unverified" and by_text["e"]["seen"] == {"answer": "x^2"}
+    assert by_text["f"]["seen"] == {"answer": "7"} and by_text["f"]["tests"][1][2] == "failed"
+    # an old file (rewards without tests or seen, no rewards at all) shows empty ones
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "groups.jsonl").write_text(json.dumps({"uid": "o", "scores": [1.0, 0.0], "messages": [[], []],
+                                                  "rewards": [{"score": 1.0, "status": "ok"}]}) + "\n")  # fmt: skip
+    assert [(s["tests"], s["seen"]) for s in load_run(old)["samples"]] == [([], {}), ([], {})]
+
+
+def test_runs_are_told_apart_unverified_samples_point_at_their_group_and_token_gaps_say_why(tmp_path):
+    rows = lambda n: [list(range(100, 100 + n))]  # noqa: E731
+    for name, env, n in (("a", "math", 30), ("b", "code", 30)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "groups.jsonl").write_text(
+            json.dumps({"uid": "g#0", "scores": [1.0], "messages": [[]], "tokens": rows(n), "masks": rows(n)}) + "\n"
+            + json.dumps({"uid": "h#0", "scores": [0.0], "messages": [[]]}) + "\n"
+        )  # fmt: skip
+        (tmp_path / name / "groups.summary.json").write_text(json.dumps({"env": env, "model": "m"}))
+    drops = [{"uid": "g#0", "reason": "unverified", "samples": [{"text": "u"}]},
+             {"uid": "z#0", "reason": "timeout", "detail": "slow", "samples": []}]  # fmt: skip
+    (tmp_path / "b" / "groups.dropped.jsonl").write_text("".join(json.dumps(d) + "\n" for d in drops))
+    run = load_run(tmp_path, token_budget=40)
+    assert [(r["name"], r["env"]) for r in run["runs"]] == [("a", "math"), ("b", "code")]
+    assert run["header"]["env"] == "math, code" and run["header"]["model"] == "m"
+    assert [(g["uid"], g["run"], g["drop"]) for g in run["groups"]] == [
+        ("g#0", 0, None), ("h#0", 0, None), ("g#0", 1, None), ("h#0", 1, None),
+        ("g#0", 1, "unverified"), ("z#0", 1, "timeout"),
+    ]  # fmt: skip
+    # b's kept g#0 and its unverified sample point at each other; a's g#0 (another run) does not
+    assert (
+        run["groups"][2]["peer"] == 4 and run["groups"][4]["peer"] == 2 and run["groups"][0]["peer"] is None
+    )
+    assert run["groups"][5]["peer"] is None and run["samples"][-1]["ph"] is True
+    # a's 30 ids fit the 40-id budget, b's do not; samples without ids say so
+    assert [(s["tok"] is not None, s.get("tokwhy")) for s in run["samples"][:4]] == [
+        (True, None),
+        (False, "none"),
+        (False, "budget"),
+        (False, "none"),
+    ]
+    assert "token view omitted for 1 samples" in run["notes"][0]
+    assert "<title>rlvr · math, code · m</title>" in write_viewer(tmp_path).read_text()
+
+
+def test_the_token_texts_come_from_tokenizer_json_without_importing_transformers(tiny, tmp_path):
+    """(`environments` puts a stand-in for `transformers` in sys.modules: only the real one counts.)"""
+    from environments.atropos_runtime.viewer_vocab import vocab
+
+    tok = AutoTokenizer.from_pretrained(tiny)
+    text = tok.apply_chat_template([{"role": "user", "content": "Hi there, naïve café 42\n"}], tokenize=False)
+    ids = list(tok(text)["input_ids"])
+    expected = {str(i): tok.decode([i]) for i in sorted(set(ids))}
+    probe = (
+        "import sys, time; from environments.atropos_runtime.viewer_vocab import vocab; t = time.time(); "
+        f"v, note = vocab({str(tiny)!r}, set({ids!r})); "
+        "real = type(sys.modules.get('transformers')).__name__ not in ('NoneType', '_StandIn'); "
+        "import json; print(json.dumps([v, note, real, time.time() - t]))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True)
+    texts, note, imported, seconds = json.loads(out.stdout)
+    assert texts == expected and note == "" and not imported, (note, imported)
+    assert "<|im_start|>" in texts.values() and seconds < 5
+    # no tokenizer.json: transformers reads the folder; nothing loadable: ids only, and why
+    (tmp_path / "empty").mkdir()
+    assert vocab(tmp_path / "empty", {1})[1].startswith("token view shows ids only: tokenizer")

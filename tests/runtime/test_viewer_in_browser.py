@@ -9,7 +9,11 @@ One browser session for the module. Checked on pages built by `rlvr view`:
   environment outage so some samples are unverified and some groups dropped) plus its `evaluate`:
   the run header, filters, sort, keyboard navigation, an episode shown turn by turn, the dropped
   section, a screenshot;
-* 10,000 samples open with only the visible rows in the DOM, and the token view.
+* 10,000 samples open with only the visible rows in the DOM, and the token view;
+* what the rubric saw (math's extracted answer beside the gold, the judge's reply, code's per-test
+  table), tokens that wrap between tokens only, the no-token-view notes and the reward colours; kept,
+  dropped and unverified counts per run, the run, drop and text filters, unverified samples shown
+  with their group; hostile run names, envs and drop reasons.
 """
 
 from __future__ import annotations
@@ -117,6 +121,12 @@ def rows(driver) -> list[str]:
     return driver.execute_script("return [...document.querySelectorAll('.row')].map((r) => r.innerText)")
 
 
+def drop_column(driver) -> list[str]:
+    return driver.execute_script(
+        "return [...document.querySelectorAll('.row .dr')].map((e) => e.textContent)"
+    )
+
+
 def shown(driver) -> int:
     return int(by_id(driver, "count").text.split()[0])
 
@@ -183,7 +193,9 @@ def hostile_run(folder: Path, payloads: list[str]) -> None:
                 "scores": [1.0, 0.0], "messages": [messages, [*prompt, {"role": "assistant", "content": text}]],
                 "episodes": [episode, {"id": "f", "stop_reason": "x", "turns": []}],
                 "rewards": [{"score": 1.0, "status": "ok", "reason": text, "feedback": f"feedback {text}",
-                             "components": {text: 1.0}},
+                             "components": {text: 1.0}, "seen": {"answer": f"extracted {text}", "rule": text,
+                                                                 text: f"seen {text}", "judge.reply": f"reply {text}"},
+                             "tests": [{"index": text, "kind": text, "outcome": text, "detail": f"test detail {text}"}]},
                             {"score": 0.0, "status": text, "reason": "r", "feedback": "", "components": {}}],
                 "finish_reasons": ["stop", text], "overrides": [{}, {}], "generation_params": {text: text},
             })  # fmt: skip
@@ -225,7 +237,8 @@ def test_hostile_text_executes_nothing_renders_as_text_and_the_page_stays_usable
             )
             visible = visible.replace("\ufeff", "\\ufeff")
             for field in (f"first {visible}", f"second {visible}", f"env says {visible}", f"gold {visible}",
-                          f"feedback {visible}"):  # fmt: skip
+                          f"feedback {visible}", f"extracted {visible}", f"seen {visible}", f"reply {visible}",
+                          f"test detail {visible}"):  # fmt: skip
                 assert field in text, field
         # the 1 MB completion: cut at 20k characters, whole on request, findable by search
         type_into(browser, "f-text", "zzz-needle")
@@ -249,6 +262,11 @@ def test_hostile_text_executes_nothing_renders_as_text_and_the_page_stays_usable
         type_into(browser, "f-text", "")
         by_id(browser, "tab-rejected").click()
         assert "dropped group" in detail(browser) and payloads[3] in detail(browser)
+        assert payloads[0][:40] in browser.find_element("css selector", ".row .dr").get_attribute(
+            "textContent"
+        )
+        choose(browser, "f-drop", payloads[0])
+        assert shown(browser) == 1
         browser.execute_script("document.querySelectorAll('summary, button').forEach(b => b.click())")
         browser.execute_async_script(
             "const done = arguments[0]; setTimeout(done, 1000)"
@@ -325,22 +343,52 @@ def test_a_real_multi_turn_run_header_filters_sort_keys_turns_and_drops(browser,
     browser.get(page.as_uri())
     assert browser.title == "rlvr · guess · scripted"
     header = by_id(browser, "facts").text
-    kept = sum(len(g["scores"]) for g in groups) + sum(
-        len(json.loads(x)["scores"])
-        for x in (tmp_path / "b-faulty" / "groups.jsonl").read_text().splitlines()
-    )
-    assert f"samples: {kept + 8} in" in header  # both process runs and the 8 eval samples
-    assert "group_size=4 · temperature=1 · top_p=1 · max_tokens=8" in header
+    faulty = [json.loads(x) for x in (tmp_path / "b-faulty" / "groups.jsonl").read_text().splitlines()]
+    kept = sum(len(g["scores"]) for g in groups) + sum(len(g["scores"]) for g in faulty)
+    assert (
+        f"kept: {kept + 8} samples in" in header and "runs: 3" in header
+    )  # two process runs, 8 eval samples
     dropped = [
         json.loads(x) for x in (tmp_path / "b-faulty" / "groups.dropped.jsonl").read_text().splitlines()
     ]
     n_dropped = sum(d["reason"] == "error" for d in dropped)
-    n_unverified = sum(len(d["samples"]) for d in dropped if d["reason"] == "unverified")
+    unverified = [d for d in dropped if d["reason"] == "unverified"]
+    n_unverified = sum(len(d["samples"]) for d in unverified)
     assert n_dropped and n_unverified  # the run really dropped groups and kept some unverified out
-    assert f"dropped groups: error {n_dropped}" in header and f"unverified samples: {n_unverified}" in header
+    # kept, dropped and unverified samples counted apart, overall and per run
+    dropped_line = f"dropped: {4 * n_dropped} samples in {n_dropped} groups (error {n_dropped})"
+    unverified_line = f"unverified: {n_unverified} samples of {len(unverified)} kept groups"
+    assert dropped_line in header and unverified_line in header
     assert f"error {4 * n_dropped + n_unverified}" in header and "length 8" in header
+    runs = [by_id(browser, f"run-{k}").text for k in range(3)]
+    assert runs[0].startswith("run a-clean") and "env: guess" in runs[0] and "dropped: none" in runs[0]
+    assert "group_size=4 · temperature=1 · top_p=1 · max_tokens=8" in runs[0]
+    assert runs[1].startswith("run b-faulty") and dropped_line in runs[1] and unverified_line in runs[1]
+    assert f"kept: {sum(len(g['scores']) for g in faulty)} samples in {len(faulty)} groups" in runs[1]
+    assert (
+        runs[2].startswith("run c-eval") and "kept: 8 samples in 8 groups" in runs[2] and "eval: " in runs[2]
+    )
     total = shown(browser)
     assert total == kept + 8
+    # the run filter: one run's samples only
+    choose(browser, "f-run", "1")
+    assert shown(browser) == sum(len(g["scores"]) for g in faulty)
+    choose(browser, "f-run", "2")
+    assert shown(browser) == 8 and "no token view: evaluate records no token ids" in detail(browser)
+    choose(browser, "f-run", "")
+    # the reward colour scale: 1 green, 0 red
+    colours = browser.execute_script(
+        "return [...document.querySelectorAll('.row .sc')].map((e) => [e.textContent, getComputedStyle(e).backgroundColor])"
+    )
+    assert {c for t, c in colours if t == "1"} == {"rgb(179, 239, 179)"}, colours
+    assert {c for t, c in colours if t == "0"} == {"rgb(239, 179, 179)"}, colours
+    # search by item uid and by prompt text
+    item = faulty[0]["item_uid"]
+    type_into(browser, "f-text", item)
+    with_item = sum(len(g["scores"]) for g in [*groups, *faulty] if g["item_uid"] == item)
+    assert shown(browser) == with_item and item in detail(browser)
+    type_into(browser, "f-text", "guess the number")
+    assert shown(browser) == total
 
     # filters: each narrows to exactly the samples with that property
     choose(browser, "f-finish", "length")
@@ -396,6 +444,9 @@ def test_a_real_multi_turn_run_header_filters_sort_keys_turns_and_drops(browser,
     assert "gold answer" in detail(browser) and "episode stop" in detail(browser)
     key(browser, "t")  # the token view: exact ids, prompt greyed, sampled ones coloured by logprob
     tokens = browser.find_elements("css selector", "#tokens .toks span")
+    assert browser.execute_script(
+        "return [...document.querySelectorAll('#tokens .toks span')].every((s) => s.getClientRects().length === 1)"
+    )
     assert tokens and tokens[0].get_attribute("class") == "p" and tokens[0].text == "<|im_start|>"  # decoded
     assert any(t.get_attribute("class") != "p" and "logprob" in t.get_attribute("title") for t in tokens)
     shot = tmp_path / "episode.png"
@@ -409,7 +460,29 @@ def test_a_real_multi_turn_run_header_filters_sort_keys_turns_and_drops(browser,
     assert rejected == sum(max(1, len(d["samples"])) for d in dropped)
     assert "environment backend is down" in detail(browser)
     assert "never written to the training output" in detail(browser)
+    assert "no token view: dropped and unverified samples carry no token ids" in detail(browser)
+    assert browser.execute_script(
+        "return [...document.querySelectorAll('.row .sc')].every((e) => e.classList.contains('unvs'))"
+    )
     browser.save_screenshot(str(tmp_path / "dropped.png"))
+    # the drop reason: a column, a filter and a search term
+    assert set(drop_column(browser)) == {"error", "unverified"}
+    choose(browser, "f-drop", "error")
+    assert shown(browser) == 4 * n_dropped and set(drop_column(browser)) == {"error"}
+    choose(browser, "f-drop", "unverified")
+    assert shown(browser) == n_unverified
+    # an unverified sample is shown with its group: the kept samples' chips, one click away
+    chips = browser.find_elements("css selector", "#detail .group .sib")
+    kept_of = next(g for g in faulty if g["uid"] == unverified[0]["uid"])
+    assert len(chips) == len(kept_of["scores"]) + len(unverified[0]["samples"])
+    assert sum("unv" in c.get_attribute("class").split() for c in chips) == len(unverified[0]["samples"])
+    next(c for c in chips if "unv" not in c.get_attribute("class").split()).click()
+    assert by_id(browser, "tab-samples").get_attribute("class") == "on" and kept_of["uid"] in detail(browser)
+    assert browser.find_elements("css selector", "#detail .group .sib.unv")  # and back the other way
+    choose(browser, "f-drop", "")
+    by_id(browser, "tab-rejected").click()
+    type_into(browser, "f-text", "drop error")
+    assert shown(browser) == 4 * n_dropped
 
 
 # ---------------------------------------------------------------- 10k samples
@@ -455,7 +528,123 @@ def test_a_run_that_kept_nothing_says_so_and_shows_its_drops(browser, tmp_path):
                                        "reward": {"score": None, "status": "error", "reason": "judge unreachable"}}]})  # fmt: skip
     browser.get(view(tmp_path).as_uri())
     assert "No samples were kept: 3 dropped or unverified" in by_id(browser, "facts").text
-    assert "dropped groups: error 3" in by_id(browser, "facts").text
+    assert "dropped: 3 samples in 3 groups (error 3)" in by_id(browser, "facts").text
     assert shown(browser) == 3 and "judge unreachable" in detail(browser) and "answer 0" in detail(browser)
     by_id(browser, "tab-samples").click()
     assert "No samples were kept: 3 dropped or unverified" in by_id(browser, "list").text
+
+
+# ---------------------------------------------------------------- what the rubric saw
+
+
+def rubric_runs(folder: Path) -> None:
+    """Three runs, as math, judge and code rubrics write them: the extracted answer, the judge's
+    reply, per-test records; the code run has long tokens (a `tokenizers` tokenizer.json) to wrap."""
+    from tokenizers import Tokenizer, models
+
+    vocab = {"<unk>": 0, **{f"tok{k:02d}" + "-" * 20: k + 1 for k in range(40)}}
+    Tokenizer(models.WordLevel(vocab, unk_token="<unk>")).save(str(folder / "tokenizer.json"))
+    q = [{"role": "user", "content": "What is 6 x 7?"}]
+    tests = [{"index": 0, "kind": "stdio", "outcome": "passed", "detail": ""},
+             {"index": 1, "kind": "call", "outcome": "failed", "detail": "wrong answer"},
+             {"index": 2, "kind": "assert", "outcome": "passed", "detail": ""}]  # fmt: skip
+    runs = {
+        "math": ([0.0, 1.0], [{"seen": {"answer": "41", "rule": "boxed"}}, {"seen": {"answer": "42", "rule": "boxed"}}]),
+        "judge": ([0.7, 0.5], [{"seen": {"judge.reply": "Mostly right. <score>7</score>"}}, {}]),
+        "code": ([2 / 3, 1.0], [{"tests": tests}, {"tests": [{**t, "outcome": "passed"} for t in tests]}]),
+    }  # fmt: skip
+    for name, (scores, extra) in runs.items():
+        (folder / name).mkdir()
+        ids = [1 + k % 40 for k in range(400)]
+        with GroupWriter(folder / name / "groups.jsonl") as writer:
+            writer.write({"uid": f"{name}#0", "item_uid": name, "prompt": q, "answer": "42", "scores": scores,
+                          "messages": [[*q, {"role": "assistant", "content": f"{name} answer {j}"}] for j in range(2)],
+                          "rewards": [{"score": sc, "status": "ok", "reason": "r", **x} for sc, x in zip(scores, extra, strict=True)],
+                          **({"tokens": [ids, ids], "masks": [[-100] * 20 + ids[20:]] * 2} if name == "code" else {})})  # fmt: skip
+        summary = {"env": name, "model": "m", "tokenizer": str(folder / "tokenizer.json")}
+        (folder / name / "groups.summary.json").write_text(json.dumps(summary))
+
+
+def test_what_the_rubric_saw_tokens_that_do_not_break_and_the_reward_colours(browser, tmp_path):
+    rubric_runs(tmp_path)
+    assert rlvr(["view", str(tmp_path), "--no-open", "--tokens", "500"]) == 0
+    browser.get((tmp_path / "view.html").as_uri())
+    assert browser.title == "rlvr · code, judge, math · m"
+    assert [by_id(browser, f"run-{k}").text.split()[1] for k in range(3)] == ["code", "judge", "math"]
+    # math: the extracted answer beside the gold one
+    choose(browser, "f-run", "2")
+    assert shown(browser) == 2
+    assert by_id(browser, "saw").find_element("css selector", ".extracted").text == "41"
+    assert by_id(browser, "saw").find_element("css selector", ".gold").text == "42"
+    assert "extracted answer (boxed)" in by_id(browser, "saw").text
+    # judge: its reply
+    choose(browser, "f-run", "1")
+    assert "judge's reply (judge.reply)\nMostly right. <score>7</score>" in by_id(browser, "saw").text
+    key(browser, "j")
+    assert not browser.find_elements("id", "saw") and "gold answer" in detail(browser)  # nothing more to show
+    # code: the per-test table, its first failure marked
+    choose(browser, "f-run", "0")
+    saw = by_id(browser, "saw")
+    assert "3 tests: passed 2 · failed 1 · first failure: test 1" in saw.text
+    cells = [
+        [td.text for td in tr.find_elements("css selector", "td")]
+        for tr in saw.find_elements("css selector", "tr")
+    ]
+    assert cells[1:] == [
+        ["0", "stdio", "passed", ""],
+        ["1", "call", "failed", "wrong answer"],
+        ["2", "assert", "passed", ""],
+    ]
+    assert saw.find_element("css selector", "tr.first").text.startswith("1 call failed")
+    # tokens: decoded through tokenizer.json, wrapped between tokens, never inside one
+    key(browser, "t")
+    spans = "[...document.querySelectorAll('#tokens .toks span')]"
+    assert browser.execute_script(f"return {spans}.length") == 400
+    assert browser.execute_script(f"return {spans}[30].textContent") == "tok30--------------------"
+    assert browser.execute_script(f"return new Set({spans}.map((s) => s.offsetTop)).size") > 10  # many lines
+    assert browser.execute_script(f"return {spans}.every((s) => s.getClientRects().length === 1)")
+    key(browser, "j")  # the second sample's 400 ids were over the 500-id budget: said so
+    assert "no token view: the page's token budget was spent" in detail(
+        browser
+    ) and not browser.find_elements("id", "tokens")
+    # the reward colour scale
+    choose(browser, "f-run", "")
+    colours = browser.execute_script(
+        "return Object.fromEntries([...document.querySelectorAll('.row .sc')].map((e) => [e.textContent, getComputedStyle(e).backgroundColor]))"
+    )
+    assert colours["0"] == "rgb(239, 179, 179)" and colours["1"] == "rgb(179, 239, 179)"
+    assert colours["0.500"] == "rgb(239, 239, 179)" and len(set(colours.values())) == 5, colours
+
+
+def test_hostile_run_names_envs_and_drop_reasons_render_as_text(browser, tmp_path):
+    canary = Canary()
+    try:
+        payloads = hostile_payloads(canary.url)
+        for k, name in enumerate(["a", "b"]):
+            (tmp_path / name).mkdir()
+            (tmp_path / name / "groups.jsonl").write_text(
+                json.dumps({"uid": "g", "scores": [1.0], "messages": [[]]}) + "\n"
+            )
+            summary = {"env": payloads[k], "model": payloads[k + 2], "settings": {payloads[4]: payloads[5]}}
+            (tmp_path / name / "groups.summary.json").write_text(json.dumps(summary))
+            drop = {"uid": "d", "reason": payloads[6 + k], "detail": payloads[8], "samples": [{"text": "x", "reward": {"score": None, "status": "error", "seen": {"reply": payloads[9]}}}]}  # fmt: skip
+            (tmp_path / name / "groups.dropped.jsonl").write_text(json.dumps(drop) + "\n")
+        browser.get(view(tmp_path).as_uri())
+        runs = by_id(browser, "runs").get_attribute("textContent")
+        assert payloads[0] in runs and payloads[1] in runs and payloads[2] in runs and payloads[5] in runs
+        options = [
+            o.get_attribute("textContent") for o in browser.find_elements("css selector", "#f-run option")
+        ]
+        assert options[1:] == [f"a ({payloads[0]})"[:80], f"b ({payloads[1]})"[:80]]
+        browser.execute_script(  # selenium's select_by_value cannot quote a value holding both quote marks
+            "const s = document.getElementById('f-drop'); s.value = arguments[0];"
+            "s.dispatchEvent(new Event('change'))",
+            payloads[7],
+        )
+        assert shown(browser) == 1 and payloads[9] in detail(browser) and payloads[8] in detail(browser)
+        browser.execute_script("document.querySelectorAll('summary, button, .sib').forEach(b => b.click())")
+        browser.execute_async_script("const done = arguments[0]; setTimeout(done, 500)")
+        assert browser.execute_script("return window.__pwned === undefined") and canary.hits == []
+        assert browser.execute_script("return document.querySelectorAll('script').length") == 2
+    finally:
+        canary.close()
