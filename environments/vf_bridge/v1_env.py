@@ -54,9 +54,16 @@ from environments.atropos_runtime.episode_runtime import runner_for, token_budge
 from environments.atropos_runtime.episodes import EnvStep, Episode, EpisodeContext, MultiTurnTask, to_rollout
 from environments.task import Item, Split
 from environments.vf_bridge.classic_tools import tool_names, tool_parser_for
-from environments.vf_bridge.compat import VerifiersAPIError, VerifiersV1Error, require, v1_runner_problem
+from environments.vf_bridge.compat import (
+    VerifiersAPIError,
+    VerifiersV1Error,
+    detect,
+    require,
+    v1_runner_problem,
+)
 from environments.vf_bridge.tool_calls import ToolCallParser, ToolSupportError
 from environments.vf_bridge.v1_endpoint import MODEL_EVAL, MODEL_TRAIN, ChatEndpoint, Session, SessionStore
+from environments.vf_bridge.v1_uv_pin import pin_harness_openai
 from rubrics.core import RewardResult, Rubric, Sample, Status
 
 KEY_VAR = "RLVR_V1_ENDPOINT_KEY"
@@ -91,6 +98,7 @@ def load_v1_env(config: VerifiersV1EnvConfig) -> Any:
     problem = v1_runner_problem()
     if problem:
         raise VerifiersV1Error(problem)
+    pin_harness_openai(detect().version)  # 0.3.x: its harness programs' own uv env, kept on openai<3
     from verifiers.v1.utils.loaders import load_environment, resolve_env_config
 
     args = json.loads(config.env_args or "{}")

@@ -31,10 +31,13 @@ import verifiers.v1 as vf
 
 from environments.atropos_runtime.base import RubricEnvConfig
 from environments.task import Item, Task
+from environments.vf_bridge.compat import detect
+from environments.vf_bridge.v1_uv_pin import pin_harness_openai
 from rubrics.adapters.verifiers import decode_answer, encode_answer
 from rubrics.core import RewardResult, Rubric, Sample
 
 log = logging.getLogger("rlvr")
+pin_harness_openai(detect().version)  # verifiers 0.3.x: harness programs on openai<3 (see v1_uv_pin)
 
 
 class UnverifiedReward(RuntimeError):
