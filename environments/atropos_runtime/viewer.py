@@ -4,7 +4,8 @@
 write (a folder of one or several runs, or one file) and flattens it into runs, groups (prompt, gold
 answer, generation parameters, drop reason) and samples (score, status, reason, feedback, components,
 per-test records, what the rubric read, finish reason, token counts, `set_advantage_to_zero`, the
-turns after the prompt, each marked assistant or environment, and optionally the exact token ids
+turns after the prompt, each marked assistant, tool or environment (tool calls matched to their
+results: `viewer_tools`), and optionally the exact token ids
 with their masks and logprobs). `write_viewer` embeds that as JSON in a `<script
 type="application/json">` block (every `<`, `>`, `&`, line separator, DEL/C1 control and lone
 surrogate escaped, so no text can close the block) and the page renders it with `textContent` only:

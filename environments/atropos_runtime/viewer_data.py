@@ -15,7 +15,9 @@ Contract of the result (a JSON-able dict; `environments.atropos_runtime.viewer` 
 * `samples`: `g` (its group), `kind` (kept / dropped / unverified / eval), score, status, reason,
   feedback, components, `tests` (per-test `[index, kind, outcome, detail]` rows, code rubrics), `seen`
   (what the rubric read: math `answer`, judge `reply`), finish reason, token counts,
-  `set_advantage_to_zero`, the turns after the prompt, `tok` (exact ids, masks, logprobs) or
+  `set_advantage_to_zero`, the turns after the prompt (assistant, tool or environment; an assistant
+  turn's tool calls and each tool result matched to its call, with flags, and `tu`, the sample's
+  tool use: `environments.atropos_runtime.viewer_tools`), `tok` (exact ids, masks, logprobs) or
   `tokwhy` (why there is no token view: `budget` or `none`), `ph` (a placeholder row for a group
   whose inference failed: not a sample);
 * `runs`: one per folder holding output files (name, env, model, settings, eval metrics);
@@ -31,6 +33,8 @@ import json
 import math
 from pathlib import Path
 from typing import Any
+
+from environments.atropos_runtime.viewer_tools import annotate, call_record, tool_message_turn
 
 TOKEN_BUDGET = 1_000_000  # token ids embedded for the token view (about 20 MB of page); beyond: omitted
 
@@ -72,29 +76,71 @@ def _text(content: Any) -> str:
     return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=str)
 
 
-def _message_turn(message: Any) -> dict[str, Any]:
+def _prompt_turn(message: Any) -> dict[str, Any]:
+    """A prompt message as text (a few-shot tool call written out after the content)."""
     if not isinstance(message, dict):
         return {"r": "env", "role": "?", "c": _text(message)}
-    role = str(message.get("role", "?"))
     text = _text(message.get("content") or "")
     if message.get("tool_calls"):
         text += ("\n" if text else "") + "tool_calls: " + _text(message["tool_calls"])
+    role = str(message.get("role", "?"))
     return {"r": "assistant" if role == "assistant" else "env", "role": role, "c": text}
 
 
-def _turns(messages: list[dict[str, Any]], n_prompt: int, episode: dict[str, Any] | None) -> list[dict]:
+def _message_turn(message: Any) -> dict[str, Any]:
+    """A conversation message after the prompt: assistant (its tool calls as `calls`), tool
+    (`viewer_tools.tool_message_turn`) or environment."""
+    if not isinstance(message, dict):
+        return {"r": "env", "role": "?", "c": _text(message)}
+    role = str(message.get("role", "?"))
+    if role == "tool":
+        return tool_message_turn(message)
+    turn = {
+        "r": "assistant" if role == "assistant" else "env",
+        "role": role,
+        "c": _text(message.get("content") or ""),
+    }
+    calls = message.get("tool_calls")
+    if calls and role == "assistant":
+        turn["calls"] = [call_record(c) for c in (calls if isinstance(calls, list) else [calls])]
+    elif calls:
+        turn["c"] += ("\n" if turn["c"] else "") + "tool_calls: " + _text(calls)
+    return turn
+
+
+def _turns(
+    messages: list[dict[str, Any]], n_prompt: int, episode: dict[str, Any] | None
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """The sample's turns after the prompt: from the episode record (per-turn finish reason, token
-    count, info) when there is one, else from the conversation."""
+    count, info; each turn's tool calls from the conversation's k-th assistant message) when there
+    is one, else from the conversation; and the sample's tool use (`viewer_tools.annotate`)."""
     if episode and episode.get("turns"):
+        said = [m for m in messages[n_prompt:] if isinstance(m, dict) and m.get("role") == "assistant"]
         out: list[dict[str, Any]] = []
+        infos = []
         for k, t in enumerate(episode["turns"], start=1):
-            out.append({"r": "assistant", "role": "assistant", "c": _text(t.get("content", "")), "k": k,
-                        "f": t.get("finish_reason"), "n": len(t["tokens"]) if t.get("tokens") else None,
-                        "info": t.get("info") or {}})  # fmt: skip
+            info = t.get("info") or {}
+            infos.append(info)
+            turn = {"r": "assistant", "role": "assistant", "c": _text(t.get("content", "")), "k": k,
+                    "f": t.get("finish_reason"), "n": len(t["tokens"]) if t.get("tokens") else None, "info": info}  # fmt: skip
+            calls = said[k - 1].get("tool_calls") if k <= len(said) else None
+            if calls:
+                turn["calls"] = [call_record(c) for c in (calls if isinstance(calls, list) else [calls])]
+            out.append(turn)
             for m in t.get("env_messages") or []:
-                out.append({**_message_turn(m), "r": "env", "k": k})
-        return out
-    return [_message_turn(m) for m in messages[n_prompt:]]
+                env = _message_turn(m)
+                if env["r"] != "tool":  # an environment message, whatever its role says
+                    env.pop("calls", None)
+                out.append({**env, "r": "tool" if env["r"] == "tool" else "env", "k": k})
+        return out, annotate(out, infos)
+    out = [_message_turn(m) for m in messages[n_prompt:]]
+    return out, annotate(out)
+
+
+def _turn_fields(messages: Any, n_prompt: int, episode: Any) -> dict[str, Any]:
+    """A sample's `turns` and, when it called tools, `tu` (its tool use)."""
+    turns, tools = _turns(messages if isinstance(messages, list) else [], n_prompt, episode)
+    return {"turns": turns, "tu": tools} if tools else {"turns": turns}
 
 
 def _prompt_len(messages: list[dict[str, Any]], prompt: Any, episode: dict[str, Any] | None) -> int:
@@ -174,7 +220,7 @@ def _from_groups(group: dict[str, Any], src: str, g: int, tokens: _Tokens) -> tu
     n_prompt = _prompt_len(first, prompt, _at(episodes, 0))
     record = {
         "uid": str(group.get("uid")), "item": group.get("item_uid"),
-        "prompt": [_message_turn(m) for m in (prompt if isinstance(prompt, list) else first[:n_prompt])],
+        "prompt": [_prompt_turn(m) for m in (prompt if isinstance(prompt, list) else first[:n_prompt])],
         "answer": group.get("answer"), "params": group.get("generation_params") or {},
         "src": src, "drop": None, "detail": "",
     }  # fmt: skip
@@ -190,7 +236,7 @@ def _from_groups(group: dict[str, Any], src: str, g: int, tokens: _Tokens) -> tu
             "len": len(_at(group.get("tokens"), j) or []) or None,
             "adv0": bool(override.get("set_advantage_to_zero")),
             "stop": (episode or {}).get("stop_reason"),
-            "turns": _turns(conv, _prompt_len(conv, prompt, episode), episode),
+            **_turn_fields(conv, _prompt_len(conv, prompt, episode), episode),
             **tokens.pack(_at(group.get("tokens"), j), _at(group.get("masks"), j),
                           _at(group.get("inference_logprobs"), j)),
         })  # fmt: skip
@@ -201,7 +247,7 @@ def _from_dropped(rec: dict[str, Any], src: str, g: int, tokens: _Tokens) -> tup
     prompt = rec.get("prompt") if isinstance(rec.get("prompt"), list) else []
     reason = str(rec.get("reason"))
     record = {
-        "uid": str(rec.get("uid")), "item": rec.get("item_uid"), "prompt": [_message_turn(m) for m in prompt],
+        "uid": str(rec.get("uid")), "item": rec.get("item_uid"), "prompt": [_prompt_turn(m) for m in prompt],
         "answer": rec.get("answer"), "params": rec.get("generation_params") or {}, "src": src,
         "drop": reason, "detail": str(rec.get("detail") or ""),
     }  # fmt: skip
@@ -214,7 +260,7 @@ def _from_dropped(rec: dict[str, Any], src: str, g: int, tokens: _Tokens) -> tup
             "g": g, "j": j, "kind": kind, **_reward_fields(s.get("reward"), None),
             "finish": s.get("finish_reason"), "ptok": s.get("prompt_tokens"), "ctok": s.get("completion_tokens"),
             "len": None, "adv0": False, "stop": (episode or {}).get("stop_reason"),
-            "turns": _turns(messages, _prompt_len(messages, prompt or None, episode), episode), **NO_TOKENS,
+            **_turn_fields(messages, _prompt_len(messages, prompt or None, episode), episode), **NO_TOKENS,
         })  # fmt: skip
     if not samples:  # inference failed: the group has no samples; one placeholder row says why
         samples.append({
@@ -232,7 +278,7 @@ def _from_eval(s: dict[str, Any], src: str, g: int, tokens: _Tokens) -> tuple[di
     n_prompt = _prompt_len(messages, prompt, episode)
     record = {
         "uid": str(s.get("uid")), "item": s.get("uid"),
-        "prompt": [_message_turn(m) for m in (prompt if isinstance(prompt, list) else messages[:n_prompt])],
+        "prompt": [_prompt_turn(m) for m in (prompt if isinstance(prompt, list) else messages[:n_prompt])],
         "answer": s.get("answer", s.get("gold")), "params": s.get("generation_params") or {},
         "src": src, "drop": None, "detail": "",
     }  # fmt: skip
@@ -241,7 +287,7 @@ def _from_eval(s: dict[str, Any], src: str, g: int, tokens: _Tokens) -> tuple[di
         "g": g, "j": 0, "kind": "eval", **_reward_fields(reward, s.get("score")),
         "finish": s.get("finish_reason"), "ptok": s.get("prompt_tokens"), "ctok": s.get("completion_tokens"),
         "len": None, "adv0": False, "stop": s.get("stop_reason"),
-        "turns": _turns(messages, n_prompt, episode), **NO_TOKENS,
+        **_turn_fields(messages, n_prompt, episode), **NO_TOKENS,
     }  # fmt: skip
     return record, [sample]
 

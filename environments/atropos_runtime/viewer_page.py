@@ -3,7 +3,8 @@
 Plain JS, no libraries, no network. Contract: data is read with `JSON.parse` from the
 `application/json` block and every piece of it reaches the DOM through `textContent` /
 `createTextNode` (never `innerHTML`); control characters are shown as visible escapes. Colours come
-from numbers only (`tint`: the reward scale), never from the data's text.
+from numbers only (`tint`: the reward scale), never from the data's text; a class name comes from
+the data only through a fixed vocabulary (a tool result's flags: `flagWord`).
 """
 
 PAGE = r"""<!doctype html>
@@ -53,6 +54,14 @@ tr.first td{background:#fff1ef}
 .assistant{border-left:5px solid #2d5bd1}
 .env{border-left:5px solid #8a5cc4;background:#faf7ff}
 .prompt{background:#f4f6fb}
+.tool{border-left:5px solid #c77700;background:#fffaf0}
+.call{border:1px dashed #9fb0e0;border-radius:4px;margin:.35em 0;padding:.2em .5em;background:#f6f8ff}
+.call.bad{border:1px solid #c33;background:#fff1ef}
+.flag{display:inline-block;border-radius:3px;padding:0 .4em;margin-left:.4em;font-size:.85em;background:#e8e8ee;color:#333}
+.f-error,.f-malformed{background:#fbd5d2!important;color:#8c1d18!important}
+.f-timeout,.f-refused{background:#ffe3b3!important;color:#7a4b00!important}
+.tooluse{margin:.1em 0 .3em;color:#6b4400}
+.row .tu{display:inline-block;min-width:3em;color:#9a5c00}.row .tu.bad{color:#b3261e;font-weight:600}
 .reward{border-left:5px solid #999}
 .box.reward{color:inherit}
 .reward.pos{border-left-color:#2a2}.reward.zero{border-left-color:#c33}.reward.none{border-left-color:#e90}
@@ -79,8 +88,10 @@ button.more{margin-left:.5em;font-size:.85em}
   <label>status <select id="f-status"></select></label>
   <label>drop <select id="f-drop"></select></label>
   <label>finish <select id="f-finish"></select></label>
+  <label id="l-tools">tools <select id="f-tools"><option value="">any</option><option value="used">used tools</option>
+    <option value="errors">tool errors</option><option value="none">no tool calls</option></select></label>
   <label>reward <input id="f-min" type="number" step="any" placeholder="min"> to <input id="f-max" type="number" step="any" placeholder="max"></label>
-  <input id="f-text" type="search" placeholder="search text, prompt, item, reason, drop  ( / )">
+  <input id="f-text" type="search" placeholder="search text, prompt, item, reason, drop, tool  ( / )">
   <label>sort <select id="f-sort">
     <option value="order">file order</option><option value="score-desc">reward, high first</option>
     <option value="score-asc">reward, low first</option><option value="ctok-desc">completion tokens, most first</option>
@@ -180,6 +191,23 @@ const legend = el('span'); legend.append('reward: 0 '); legend.appendChild(el('s
 legend.appendChild(el('span', 'chip unvs', 'unverified')); $('facts').append(legend, ' ');
 (D.notes || []).forEach((n) => $('facts').appendChild(el('span', 'note', n)));
 
+// ---- tool use: calls, errors (timeouts included), malformed calls (`tu`, viewer_tools.py)
+const toolProblems = (u) => u ? (u.err || 0) + (u.bad || 0) : 0;
+const FLAGW = {malformed: 'malformed', error: 'error', timeout: 'timed out', truncated: 'truncated', refused: 'not run: budget used up'};
+const flagWord = (f) => Object.prototype.hasOwnProperty.call(FLAGW, f) ? FLAGW[f] : null;
+function toolLine(u) {
+  const names = Object.keys(u.names || {}).sort((a, b) => u.names[b] - u.names[a]);
+  const parts = [u.calls + (u.calls === 1 ? ' call' : ' calls') + ' (' + names.slice(0, 6).map((n) => oneLine(n || '(no name)').slice(0, 40) + ' ' + u.names[n]).join(', ') + (names.length > 6 ? ', +' + (names.length - 6) + ' more' : '') + ')'];
+  [['err', 'error', 'errors'], ['bad', 'malformed', 'malformed'], ['to', 'timed out', 'timed out'], ['cut', 'truncated', 'truncated'],
+   ['ref', 'not run (budget used up)', 'not run (budget used up)'], ['un', 'unanswered', 'unanswered']].forEach(([k, one, many]) => { if (u[k]) parts.push(u[k] + ' ' + (u[k] === 1 ? one : many)); });
+  if (typeof u.s === 'number') parts.push(u.s.toFixed(2) + ' s of tool time');
+  return parts.join(' · ');
+}
+const toolUsers = S.filter((s) => s.tu);
+if (toolUsers.length) {
+  fact('tool use', toolUsers.length + ' of ' + S.filter((s) => !s.ph).length + ' samples made ' + toolUsers.reduce((a, s) => a + s.tu.calls, 0) + ' tool calls; ' + toolUsers.filter((s) => toolProblems(s.tu)).length + ' with tool errors or malformed calls');
+}
+
 // ---- sections and filters
 const sections = [['samples', 'Samples', kept]];
 if (rejected.length) sections.push(['rejected', 'Dropped & unverified', rejected]);
@@ -200,19 +228,23 @@ options('f-drop', G.filter((g) => g.drop).map((g) => str(g.drop)));
 options('f-run', RUNS.map((r, k) => String(k)), (k) => RUNS[k].name + ' (' + RUNS[k].env + ')');
 if (RUNS.length < 2) $('l-run').style.display = 'none';
 if (!rejected.length) $('f-drop').parentNode.style.display = 'none';
+if (!toolUsers.length) $('l-tools').style.display = 'none';
 const lower = new Array(S.length), promptText = new Array(G.length);
+// search terms: `tool <name>` for every call (and its arguments), `tool error` for a sample with tool errors
+const toolText = (s) => !s.tu ? '' : s.turns.map((t) => (t.calls || []).map((c) => 'tool ' + c.name + '\n' + c.a).join('\n')).join('\n') + (toolProblems(s.tu) ? '\ntool error' : '');
 const seenText = (s) => Object.keys(s.seen || {}).map((k) => k + ' ' + s.seen[k]).join('\n') + (s.tests || []).map((t) => '\n' + t.join(' ')).join('');
 function haystack(i) {
   if (lower[i] === undefined) {
     const s = S[i], g = G[s.g];
     if (promptText[s.g] === undefined) promptText[s.g] = g.prompt.map((m) => m.c).join('\n');
     lower[i] = [completion(s), s.turns.map((t) => t.c).join('\n'), s.reason, s.feedback, g.uid, str(g.item), str(g.answer),
-      g.drop ? 'drop ' + g.drop : '', g.detail, promptText[s.g], seenText(s)].join('\n').toLowerCase();
+      g.drop ? 'drop ' + g.drop : '', g.detail, promptText[s.g], seenText(s), toolText(s)].join('\n').toLowerCase();
   }
   return lower[i];
 }
 let V = [], sel = 0;
 function refilter() {
+  const tools = $('f-tools').value;
   const status = $('f-status').value, finish = $('f-finish').value, drop = $('f-drop').value, text = $('f-text').value.toLowerCase();
   const runAt = $('f-run').value === '' ? -1 : Number($('f-run').value);
   const lo = $('f-min').value === '' ? -Infinity : Number($('f-min').value);
@@ -225,6 +257,7 @@ function refilter() {
     if (runAt >= 0 && (g.run || 0) !== runAt) continue;
     if (status && str(s.status) !== status) continue;
     if (finish && str(s.finish) !== finish) continue;
+    if (tools && (tools === 'none' ? !!s.tu : !s.tu || (tools === 'errors' && !toolProblems(s.tu)))) continue;
     if (drop && str(g.drop) !== drop) continue;
     if (lo !== -Infinity || hi !== Infinity) { if (typeof s.score !== 'number' || s.score < lo || s.score > hi) continue; }
     if (text && !haystack(i).includes(text)) continue;
@@ -246,7 +279,7 @@ function refilter() {
 }
 // a drop reason lives in the other section: choosing one goes there
 $('f-drop').addEventListener('change', () => { if ($('f-drop').value && rejected.length) section = 'rejected'; });
-['f-run', 'f-status', 'f-finish', 'f-drop', 'f-sort'].forEach((id) => $(id).addEventListener('change', () => { refilter(); list.focus(); }));
+['f-run', 'f-status', 'f-finish', 'f-tools', 'f-drop', 'f-sort'].forEach((id) => $(id).addEventListener('change', () => { refilter(); list.focus(); }));
 ['f-min', 'f-max', 'f-text'].forEach((id) => ['input', 'change'].forEach((ev) => $(id).addEventListener(ev, refilter)));
 
 // ---- the virtualised list: only the rows in view (and a margin) exist
@@ -268,6 +301,7 @@ function drawList() {
     r.appendChild(paint(el('span', 'sc ' + cls(s.score), fmt(s.score)), s.score)); r.appendChild(document.createTextNode(' '));
     r.appendChild(el('span', 'st', oneLine(s.status).slice(0, 40))); r.appendChild(document.createTextNode(' '));
     r.appendChild(el('span', 'fr', oneLine(s.finish || '').slice(0, 40)));
+    if (s.tu) { const bad = toolProblems(s.tu); r.appendChild(document.createTextNode(' ')); r.appendChild(el('span', 'tu' + (bad ? ' bad' : ''), '\u2692' + s.tu.calls + (bad ? ' !' + bad : ''))); }
     if (section === 'rejected') { r.appendChild(document.createTextNode(' ')); r.appendChild(el('span', 'dr', oneLine(g.drop || '').slice(0, 40))); }
     r.appendChild(document.createTextNode(' #' + s.g + '.' + s.j + ' ' + oneLine(completion(s) || s.reason)));
     r.onclick = () => { go(p); list.focus(); };
@@ -326,6 +360,7 @@ function show() {
   const h = el('h2'); h.appendChild(el('span', cls(s.score), 'reward ' + fmt(s.score)));
   h.appendChild(document.createTextNode(' · ' + str(s.status) + ' · group ' + s.g + ', sample ' + s.j + ' · '));
   put(h, g.uid); d.appendChild(h);
+  if (s.tu) d.appendChild(el('div', 'tooluse', 'tool use: ' + toolLine(s.tu)));
   if (g.drop) d.appendChild(box('reward none', (g.drop === 'unverified' ? 'unverified sample' : 'dropped group: ' + g.drop) + ' (never written to the training output)', g.detail || s.reason));
   // the group's samples: a kept group's and its unverified ones (the `peer` record) together
   const mine = byGroup.get(s.g), peer = g.peer === null || g.peer === undefined ? [] : (byGroup.get(g.peer) || []);
@@ -360,11 +395,16 @@ function show() {
   g.prompt.forEach((m) => { pr.appendChild(el('div', 'lbl', m.role)); pr.appendChild(el('pre', null, m.c)); });
   d.appendChild(pr);
   s.turns.forEach((t) => {
+    if (t.r === 'tool') { d.appendChild(toolBox(s, t)); return; }
     const label = t.r === 'assistant'
       ? 'assistant' + (t.k ? ' · turn ' + t.k : '') + (t.f ? ' · finish ' + t.f : '') + (t.n ? ' · ' + t.n + ' tokens' : '')
       : 'environment (' + t.role + ')' + (t.k ? ' · after turn ' + t.k : '');
     const b = box(t.r === 'assistant' ? 'assistant' : 'env', label, t.c);
-    if (t.info && Object.keys(t.info).length) b.appendChild(kv(Object.keys(t.info).map((k) => ['info.' + k, str(t.info[k])])));
+    (t.calls || []).forEach((c, ci) => b.appendChild(callCard(s, c, ci)));
+    const keys = Object.keys(t.info || {}), counts = keys.filter((k) => k.startsWith('tool_')), rest = keys.filter((k) => !k.startsWith('tool_'));
+    // the tool layer's per-turn counts on one line (the non-zero ones, and calls), other info as a table
+    if (counts.length) b.appendChild(el('div', 'lbl toolinfo', "this turn's tool counts: " + counts.filter((k) => k === 'tool_calls' || (t.info[k] !== 0 && t.info[k] !== null)).map((k) => k.slice(5) + ' ' + str(t.info[k])).join(' · ')));
+    if (rest.length) b.appendChild(kv(rest.map((k) => ['info.' + k, str(t.info[k])])));
     d.appendChild(b);
   });
   if (!s.tok && !s.ph) d.appendChild(el('div', 'box note notok', 'no token view: ' + (s.tokwhy === 'budget'
@@ -378,6 +418,30 @@ function show() {
     tv.open = tokensOpen; tv.render();
     d.appendChild(tv);
   }
+}
+// one tool call of an assistant turn: name, arguments; a malformed one marked, with the error the model was sent
+function callCard(s, c, ci) {
+  const res = typeof c.res === 'number' ? s.turns[c.res] : null;
+  const bad = c.bad || (res && (res.fl || []).includes('malformed'));
+  const w = el('div', 'call' + (bad ? ' bad' : '')), h = el('div', 'lbl');
+  h.append('tool call ' + (ci + 1) + ' · '); h.appendChild(el('b', 'tname', c.name || '(no name)'));
+  if (c.id) h.appendChild(el('span', 'cid', ' · id ' + c.id));
+  if (bad) h.appendChild(el('span', 'flag f-malformed', 'malformed' + (c.bad ? ': ' + c.bad : '')));
+  w.appendChild(h); w.appendChild(el('pre', 'args', c.a));
+  if (bad && res) { w.appendChild(el('div', 'lbl', 'error sent to the model')); w.appendChild(el('pre', 'senterr', res.c)); }
+  if (!res) w.appendChild(el('div', 'help', 'no result: the episode stopped before this call was answered'));
+  return w;
+}
+// a tool result: its call, time (when recorded) and flags, set apart from user / environment messages
+function toolBox(s, t) {
+  const b = el('div', 'box tool'), lbl = el('div', 'lbl'), of = t.at ? s.turns[t.at[0]] : null;
+  lbl.append('tool result · '); lbl.appendChild(el('b', 'tname', t.name || '(no name)'));
+  lbl.appendChild(el('span', null, of ? ' · call ' + (t.at[1] + 1) + (of.k ? ' of turn ' + of.k : '') : ' · no matching call'));
+  if (t.id) lbl.appendChild(el('span', 'cid', ' · id ' + t.id));
+  if (typeof t.s === 'number') lbl.appendChild(el('span', 'secs', ' · ' + t.s.toFixed(3) + ' s'));
+  (t.fl || []).forEach((f) => { const w = flagWord(f); if (w) lbl.appendChild(el('span', 'flag f-' + f, w)); });
+  b.appendChild(lbl); b.appendChild(el('pre', null, t.c));
+  return b;
 }
 // what the rubric read: the extracted answer beside the gold, the judge's reply, the per-test table
 function saw(d, s, g) {
@@ -418,7 +482,7 @@ function testTable(tests) {
   return wrap;
 }
 function resetFilters() {
-  ['f-run', 'f-status', 'f-finish', 'f-drop', 'f-min', 'f-max', 'f-text'].forEach((id) => { $(id).value = ''; });
+  ['f-run', 'f-status', 'f-finish', 'f-tools', 'f-drop', 'f-min', 'f-max', 'f-text'].forEach((id) => { $(id).value = ''; });
   refilter();
 }
 // select sample k: in its own section, clearing the filters when they hide it
