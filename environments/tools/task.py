@@ -162,19 +162,26 @@ class ToolTask(MultiTurnTask):
         before = ledger.counts()
         messages = []
         for call in calls:
-            name, text, infra_error = await self._answer(call, ctx.state, ledger)
+            name, text, infra_error, seconds = await self._answer(call, ctx.state, ledger)
             if infra_error is not None:  # the tool's infrastructure failed: not the model's doing
                 failure = f"tool {name!r} could not run: {infra_error}"
                 return EnvStep(failure=failure, reason="error", info=_delta(before, ledger))
-            messages.append(
-                {"role": "tool", "tool_call_id": call.get("id", ""), "name": name, "content": text}
+            messages.append(  # `seconds`: the call's own time, for the viewer (templates ignore it)
+                {
+                    "role": "tool",
+                    "tool_call_id": call.get("id", ""),
+                    "name": name,
+                    "content": text,
+                    "seconds": round(seconds, 4),
+                }  # fmt: skip
             )
         return EnvStep(messages, info=_delta(before, ledger))
 
     async def _answer(
         self, call: Mapping[str, Any], state: dict[str, Any], ledger: ToolLedger
-    ) -> tuple[str, str, str | None]:
-        """(the tool's name, the tool message's text, the infrastructure failure or None)."""
+    ) -> tuple[str, str, str | None, float]:
+        """(the tool's name, the tool message's text, the infrastructure failure or None, the seconds
+        the call ran: 0 for a call that was not run)."""
         function = call.get("function") or {}
         name, raw = str(function.get("name") or ""), function.get("arguments")
         ledger.calls += 1
@@ -184,10 +191,10 @@ class ToolTask(MultiTurnTask):
         if tool is None:
             ledger.malformed += 1
             what = "is not valid JSON" if args is None and not name else f"names an unknown tool {name!r}"
-            return name, f"error: the tool call {what}; the tools are: {', '.join(tools)}", None
+            return name, f"error: the tool call {what}; the tools are: {', '.join(tools)}", None, 0.0
         if args is None:
             ledger.malformed += 1
-            return name, f"error: {name}: {problem}", None
+            return name, f"error: {name}: {problem}", None, 0.0
         left_s, left_b = budget.seconds - ledger.seconds, budget.output_bytes - ledger.output_bytes
         used = _used_up(budget, ledger.calls, left_s, left_b)
         if used:
@@ -196,13 +203,14 @@ class ToolTask(MultiTurnTask):
                 name,
                 f"error: not run: this episode's budget of {used} is used up; answer without tools",
                 None,
+                0.0,
             )
         timeout, cap = min(budget.call_timeout_s, left_s), int(min(budget.call_output_bytes, left_b))
         try:
             if tool.prepare is not None:  # not the model's time (e.g. waiting for a free session)
                 await tool.prepare(state)
         except ToolInfraError as exc:
-            return name, "", str(exc)
+            return name, "", str(exc), 0.0
         start = time.monotonic()
         try:
             limit = timeout + (GRACE_S if tool.own_timeout else 0.0)
@@ -213,9 +221,10 @@ class ToolTask(MultiTurnTask):
             out = ToolOutput("", infra_error=str(exc))
         except Exception as exc:  # noqa: BLE001 - the tool failed on the model's arguments
             out = ToolOutput(f"error: {type(exc).__name__}: {exc}", error=True)
-        ledger.seconds += time.monotonic() - start
+        took = time.monotonic() - start
+        ledger.seconds += took
         if out.infra_error is not None:
-            return name, "", out.infra_error
+            return name, "", out.infra_error, took
         text, cut = clip_output(out.text, cap + (256 if out.truncated else 0))
         if out.timed_out:
             text += f"\n[tool call stopped: over its time limit of {timeout:g} s]"
@@ -223,7 +232,7 @@ class ToolTask(MultiTurnTask):
         ledger.timeouts += out.timed_out
         ledger.truncated += cut or out.truncated
         ledger.output_bytes += len(text.encode("utf-8", errors="replace"))
-        return name, text, None
+        return name, text, None, took
 
     async def end_episode(self, ctx: EpisodeContext) -> None:
         """Release every tool's per-episode resources (e.g. close the episode's Python session)."""

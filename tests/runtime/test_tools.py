@@ -234,6 +234,7 @@ async def test_a_hanging_call_is_stopped_and_the_episode_goes_on(tool_tok):
     assert "over its time limit of 0.3 s" in reply["content"]
     assert episode["turns"][0]["info"]["tool_timeouts"] == 1
     assert episode["turns"][0]["info"]["tool_seconds"] < 3.0  # the layer stopped it at its limit
+    assert 0.3 <= reply["seconds"] < 3.0  # the call's own time, on its message (the viewer shows it)
     assert outcome.group["scores"] == [1.0] and len(episode["turns"]) == 2
 
 
