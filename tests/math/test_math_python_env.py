@@ -1,5 +1,5 @@
 """math_python: math problems with a sandboxed Python tool, on a scripted policy (the tiny tokenizer
-with the Hermes tool template, as in tests/runtime/test_tools.py): per-episode interpreters that
+with the Hermes tool template, as in tests/runtime/test_tool_layer.py): per-episode interpreters that
 share nothing, timeouts and huge output answered, reward from the final answer only, and the
 `process` / `evaluate` commands end to end."""
 
