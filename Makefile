@@ -43,4 +43,4 @@ bench: setup
 	@for b in benchmarks/*_bench.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 hub-install:  ## ENV=math [VENV=path]: prime-install one environment's hub package into VENV and check it imports
-	bash scripts/install_env.sh $(or $(ENV),$(error ENV=math|code|code-repair|judge|qa is required)) $(VENV)
+	bash scripts/install_env.sh $(or $(ENV),$(error ENV=math|math-python|code|code-repair|judge|qa is required)) $(VENV)

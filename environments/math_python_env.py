@@ -16,6 +16,16 @@ false`: with it only), and prints both accuracies; `--env.tools false` is math_e
 task in this env's episode form (the model answers in one turn).
 
     python environments/math_python_env.py process --env.total_steps 8 --openai.base_url http://127.0.0.1:9001/v1
+
+As a Verifiers environment (`load_environment(**config)`, hub package `rlvr-math-python`): a classic
+multi-turn tool env (`environments/vf_bridge/classic_tool_env.py`) with the same rows, prompt, tool,
+budgets and reward; the server parses the calls (vLLM `--enable-auto-tool-choice --tool-call-parser
+hermes`); each rollout's interpreter is its own, closed when the rollout stops; a sandbox failure is
+reward NaN (unverified). No v1 Taskset: the v1 front (`environments/vf_bridge/v1_front.py`) sends
+`env_step`'s replies as plain turns (`interaction.turn`) and v1 offers a model only the tools of its
+`Task.toolsets()`, MCP servers that v1 launches per rollout and its harness calls itself, so our
+tool's answers (budgets, ledger, unverified on a sandbox failure) and its per-rollout sandbox session
+cannot ride it without a project MCP server for v1's runtime.
 """
 
 from __future__ import annotations
@@ -122,7 +132,17 @@ class MathPythonEnv(RubricEnv):
         return out
 
 
-__all__ = ["MathPythonEnv", "MathPythonEnvConfig", "MathPythonTask"]
+def load_environment(**kwargs: Any) -> Any:
+    """The same episodes as a classic Verifiers tool environment (see module docstring); kwargs are
+    `MathPythonEnvConfig` fields (`dataset`, `python_backend`, `max_tool_calls`, ...)."""
+    from environments.vf_bridge.classic_tool_env import build_tool_env
+
+    task = MathPythonTask(MathPythonEnvConfig(**kwargs))
+    return build_tool_env(task, task.python)
+
+
+__all__ = ["MathPythonEnv", "MathPythonEnvConfig", "MathPythonTask", "load_environment"]
+V1_NOT_OFFERED = "its python tool cannot ride the v1 front (see the module docstring)"
 
 if __name__ == "__main__":
     MathPythonEnv.cli()

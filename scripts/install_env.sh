@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install one rlvr-envs environment as its Verifiers / Prime-hub package with `prime env install`, into a
 # venv of your choice, and check that it imports (prime exits 0 even when its install failed).
-#   scripts/install_env.sh ENV [VENV]     ENV: math | code | code-repair | judge | qa; VENV default .venv
+#   scripts/install_env.sh ENV [VENV]     ENV: math | math-python | code | code-repair | judge | qa; VENV default .venv
 #   VERIFIERS='verifiers>=0.1.9.post2,<0.4' scripts/install_env.sh math /path/venv   # classic API
 #   VERIFIERS='verifiers>=0.3.1,<0.5' ...                                            # v1 API
 # Without VERIFIERS the venv keeps the verifiers it has, else uv picks the newest (0.4.x: v1 only).

@@ -62,7 +62,8 @@ def load(envs: list[str]) -> dict:
     for name in envs:
         module = importlib.import_module(f"rlvr_{name}")
         tasksets = [n for n in module.__all__ if n.endswith("Taskset")]
-        if bool(tasksets) != info.v1:
+        classic_only = bool(getattr(module, "V1_NOT_OFFERED", None))  # e.g. tool envs: no v1 Taskset
+        if bool(tasksets) != (info.v1 and not classic_only):
             fail(f"rlvr_{name}.__all__ = {module.__all__} on a verifiers with v1={info.v1}")
         if info.classic:
             import verifiers as vf
@@ -77,7 +78,7 @@ def load(envs: list[str]) -> dict:
                     fail(f"unexpected classic error: {exc}")
             else:
                 fail("load_environment() worked on a verifiers without the classic API")
-        if info.v1:
+        if info.v1 and not classic_only:
             from verifiers.v1.utils.loaders import taskset_class
 
             cls = taskset_class(f"rlvr-{name}")
@@ -86,7 +87,7 @@ def load(envs: list[str]) -> dict:
             if len(tasks) != 3 or not all(t.data.answer and t.data.prompt for t in tasks):
                 fail(f"rlvr-{name}: v1 taskset gave {tasks}")
             result["v1"][name] = [t.data.uid for t in tasks]
-        else:
+        elif not info.v1:
             try:
                 vf_compat.require("v1")
             except vf_compat.VerifiersAPIError:

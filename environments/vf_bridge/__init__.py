@@ -3,6 +3,7 @@
   compat.py             which Verifiers API this interpreter has (the one place that decides)
   classic_front.py      `load_environment()`: a Task as a classic `SingleTurnEnv` (0.1.9.post2 .. 0.3.x)
   classic_multiturn.py  `load_environment()` for a MultiTurnTask; classic_tools.py tool definitions
+  classic_tool_env.py   `load_environment()` for a ToolTask (math_python): its tools, run by env_step
   v1_front.py           a Task as a `verifiers.v1` Taskset (0.3.1 .. 0.4.x)
   dispatch.py           which bridge runs a Verifiers id (classic or v1)
   v1_env.py             a v1 Taskset inside Atropos; v1_endpoint.py the loopback chat endpoint that
