@@ -152,30 +152,43 @@ def episode_env_class(name: str, module: str) -> type:
                 episode = scorer.episodes[interaction.trace.id] = Episode(
                     scorer.task, task.data, self.taskset.config.split
                 )
-                segment = await interaction.turn()
-                while not segment.terminated:
-                    episode.turns += 1
-                    episode.messages.append(scorer.task.assistant_message(segment.last_reply))
+                try:
+                    await _play(scorer, episode, interaction)
+                finally:  # however it stopped, before scoring: the task releases what it held
                     try:
-                        step = await scorer.task.env_step(episode.context(await scorer.rubric()))
-                    except Exception as exc:  # an environment failure, never the model's
-                        episode.failure = f"{type(exc).__name__}: {exc}"
-                        break
-                    interaction.trace.info.setdefault("rlvr_turns", []).append(step.info)
-                    if step.failure is not None:
-                        episode.failure = step.failure
-                        break
-                    if step.done or not step.messages:
-                        break
-                    episode.messages.extend(step.messages)
-                    reply = step.messages
-                    segment = await interaction.turn(
-                        reply[0]["content"] if len(reply) == 1 and reply[0].get("role") == "user" else reply
-                    )
+                        await scorer.task.end_episode(episode.context(await scorer.rubric()))
+                    except Exception as exc:  # noqa: BLE001 - the episode's outcome stands
+                        log.warning(
+                            "releasing an episode's resources failed: %s: %s", type(exc).__name__, exc
+                        )
 
     _EpisodeEnv.__name__ = _EpisodeEnv.__qualname__ = f"{name}EpisodeEnv"
     _EpisodeEnv.__module__ = module
     return _EpisodeEnv
+
+
+async def _play(scorer: Any, episode: Episode, interaction: Any) -> None:
+    """The episode's turns: the model's reply, then the task's `env_step`, until done / failure / budget."""
+    segment = await interaction.turn()
+    while not segment.terminated:
+        episode.turns += 1
+        episode.messages.append(scorer.task.assistant_message(segment.last_reply))
+        try:
+            step = await scorer.task.env_step(episode.context(await scorer.rubric()))
+        except Exception as exc:  # an environment failure, never the model's
+            episode.failure = f"{type(exc).__name__}: {exc}"
+            break
+        interaction.trace.info.setdefault("rlvr_turns", []).append(step.info)
+        if step.failure is not None:
+            episode.failure = step.failure
+            break
+        if step.done or not step.messages:
+            break
+        episode.messages.extend(step.messages)
+        reply = step.messages
+        segment = await interaction.turn(
+            reply[0]["content"] if len(reply) == 1 and reply[0].get("role") == "user" else reply
+        )
 
 
 def to_data(item: Item, idx: int) -> RlvrData:
