@@ -67,7 +67,8 @@ class Segment:
 class ChatTokens:
     """A tokenizer's chat template as explicit turn boundaries (see module docstring)."""
 
-    def __init__(self, tokenizer: Any, on_history_rewrite: Literal["keep", "error"] = "keep") -> None:
+    def _read_specials(self, tokenizer: Any) -> None:
+        """`tokenizer`, its special token texts (longest first) and their ids."""
         self.tokenizer = tokenizer
         self.special = sorted(
             {t for t in tokenizer.all_special_tokens if t} | set(_added_special(tokenizer)),
@@ -77,6 +78,9 @@ class ChatTokens:
         self.special_ids = frozenset(tokenizer.all_special_ids) | {
             tokenizer.convert_tokens_to_ids(t) for t in self.special
         }
+
+    def __init__(self, tokenizer: Any, on_history_rewrite: Literal["keep", "error"] = "keep") -> None:
+        self._read_specials(tokenizer)
         try:
             self.probe: tuple[dict[str, str], ...] = _PROBE
             generation = self.render(_PROBE, True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from environments.atropos_runtime.turn_tokens import ChatTokens, Message, Segment, _added_special
+from environments.atropos_runtime.turn_tokens import ChatTokens, Message, Segment
 from environments.vf_bridge.classic_group import text_of
 
 
@@ -29,15 +29,7 @@ class CompletionTokens(ChatTokens):
     """`ChatTokens` for raw text prompts (see module docstring)."""
 
     def __init__(self, tokenizer: Any) -> None:  # no template probe: nothing to render
-        self.tokenizer = tokenizer
-        self.special = sorted(
-            {t for t in tokenizer.all_special_tokens if t} | set(_added_special(tokenizer)),
-            key=len,
-            reverse=True,
-        )
-        self.special_ids = frozenset(tokenizer.all_special_ids) | {
-            tokenizer.convert_tokens_to_ids(t) for t in self.special
-        }
+        self._read_specials(tokenizer)
         self.probe, self.closing, self._base, self._bos = (), "", "", None
         self.rewrites_history = False
 
