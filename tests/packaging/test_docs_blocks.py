@@ -146,6 +146,8 @@ def test_docs_block_runs_as_pasted(doc, tmp_path):
         with pytest.raises(httpx.HTTPError):  # the block's fixed ports must be free
             httpx.get(f"http://127.0.0.1:{port}/", timeout=1)
     block = next(text for name, first, text in shell_blocks() if name == doc and _key(name, first, RUN_HERE))
+    servers = [line for line in block.splitlines() if "api_server" in line or line.startswith("run-api")]
+    assert len(servers) == 2 and all("--host 127.0.0.1" in line for line in servers)  # loopback only
     work, log = _workdir(tmp_path), tmp_path / "block.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(["bash", "-e", "-c", block], cwd=work, stdout=out, stderr=subprocess.STDOUT,
