@@ -14,7 +14,7 @@ $(VENV)/.installed: pyproject.toml scripts/install.sh scripts/prime_tools.sh
 	bash scripts/install.sh $(VENV)
 	touch $@
 
-host:  ## system services the sandbox tests need (bubblewrap, dockerd); idempotent, root only
+host:  ## system services the sandbox tests need (bubblewrap, dockerd); idempotent; installs and starts them as root, checks them otherwise
 	@if [ -x scripts/ci_host_setup.sh ]; then RLVR_PYTHON=$(PY) bash scripts/ci_host_setup.sh; fi
 
 demo: setup
