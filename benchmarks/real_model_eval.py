@@ -25,12 +25,19 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "benchmarks" / "results" / "real_model_eval.md"
 # eval items per env: the whole split where it is small, a cap where a row costs minutes
-LIMITS = {"math": 200, "code": 40, "code-repair": 20, "qa": None, "judge": None}
+LIMITS = {"math": 200, "math-python": 200, "math-python-no-tool": 200, "code": 40, "code-repair": 20,
+          "qa": None, "judge": None}  # fmt: skip
+# rows that are another env's evaluate with other flags: row -> (env, flags)
+ARMS = {
+    "math-python": ("math-python", ("--env.eval_without_tools", "false")),
+    "math-python-no-tool": ("math-python", ("--env.tools", "false")),
+}
 
 
-def evaluate_command(env: str, model: str, base_url: str, out: Path, limit: int | None) -> list[str]:
-    from environments.atropos_runtime.demo import ENVS, REAL
+def evaluate_command(row: str, model: str, base_url: str, out: Path, limit: int | None) -> list[str]:
+    from environments.atropos_runtime.demo import ENVS, LOCAL_FLAGS, REAL
 
+    env, arm = ARMS.get(row, (row, ()))
     preset = REAL[env]
     judge = ["--env.judge_base_url", base_url, "--env.judge_model", model] if env == "judge" else []
     return [
@@ -38,6 +45,7 @@ def evaluate_command(env: str, model: str, base_url: str, out: Path, limit: int 
         "--env.tokenizer_name", model, "--openai.model_name", model, "--openai.base_url", base_url,
         "--env.max_tokens", str(preset.max_tokens), "--env.data_dir_to_save_evals", str(out),
         *(["--env.eval_limit", str(limit)] if limit else []), *judge, *preset.flags,
+        *LOCAL_FLAGS.get(env, ()), *arm,
     ]  # fmt: skip
 
 
@@ -64,7 +72,8 @@ def summarize(env: str, out: Path, seconds: float) -> dict:
     else:
         n = int(metrics.get("eval/n_samples") or len(samples))
         unverified = int(metrics.get("eval/n_unverified", 0))
-        accuracy, mean, turns = metrics.get("eval/accuracy"), metrics.get("eval/mean_score"), 1.0
+        accuracy, mean = metrics.get("eval/accuracy"), metrics.get("eval/mean_score")
+        turns = sum(len((s.get("episode") or {}).get("turns") or [0]) for s in samples) / max(1, len(samples))
     return {
         "env": env,
         "items": n,
@@ -85,6 +94,10 @@ def fmt(value: object, spec: str = ".3f") -> str:
 NOTES = {
     "math": "one-digit sums with a one-shot format example in the system prompt (the demo's task); the "
     "default reasoning-gym tasks (multi-digit arithmetic, gcd, primes) are beyond this model",
+    "math-python": "the same sums with the python tool (ChatML with hermes tool calls, `--env.chat_template "
+    "chatml-tools`) and three worked tool-call examples in the prompt; reward from the final boxed answer only",
+    "math-python-no-tool": "math-python's evaluate without the tool (`--env.tools false`): math's task with "
+    "math's plain system prompt, no format example (the math row has one)",
     "code": "HumanEval's held-out problems; greedy answers are mostly wrong or carry no code block "
     "(no_answer); at temperature 0.7 a few easy training problems pass (the demo)",
     "code-repair": "the real-feedback arm of code repair's own evaluate (3 attempts): feedback does "

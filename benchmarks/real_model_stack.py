@@ -16,8 +16,10 @@ tests/integration/test_real_model_stack.py.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -81,13 +83,45 @@ def recomputed_logprobs(model: Any, tokens: list[int], temperature: float) -> li
     return [None, *picked.tolist()]
 
 
+def turn_matches(text: str, message: dict) -> bool:
+    """The sampled text of a turn is what its message says: the same content, or for a turn with
+    tool calls (hermes form, `<tool_call>{json}</tool_call>`) the same text before the first call
+    and the same calls (names and arguments) in order."""
+    calls = message.get("tool_calls") or []
+    if not calls:
+        return text == message["content"]
+    written = [json.loads(body) for body in re.findall(r"<tool_call>(.*?)</tool_call>", text, re.S)]
+    wanted = [
+        {"name": c["function"]["name"], "arguments": json.loads(c["function"]["arguments"])} for c in calls
+    ]
+    before = text.split("<tool_call>", 1)[0].strip()
+    return written == wanted and before == (message.get("content") or "").strip()
+
+
+def prompt_assistant_turns(env: str) -> int:
+    """Assistant messages the env's prompt itself holds under the demo's preset (math-python's
+    worked tool-call examples): not sampled, so never trained."""
+    from environments.atropos_runtime.demo import REAL
+    from environments.math_python_env import tool_examples
+
+    flags = list(REAL[env].flags)
+    count = int(flags[flags.index("--env.tool_examples") + 1]) if "--env.tool_examples" in flags else 0
+    return sum(m["role"] == "assistant" for m in tool_examples(count))
+
+
 def check_group(
-    model: Any, tokenizer: Any, group: dict, agreement: Agreement, temperature: float | None = None
+    model: Any,
+    tokenizer: Any,
+    group: dict,
+    agreement: Agreement,
+    temperature: float | None = None,
+    prompt_turns: int = 0,
 ) -> None:
     """Every invariant a trainer relies on, for one group of a batch (AssertionError on a breach):
     masks are -100 on prompt/env tokens and equal the token on the model's; every trained run of
-    tokens decodes to one of the assistant turns, in order; sampled logprobs feed `agreement`,
-    recomputed at the batch's temperature (or `temperature`: a negative control)."""
+    tokens decodes to one of the assistant turns after the prompt's own `prompt_turns`, in order;
+    sampled logprobs feed `agreement`, recomputed at the batch's temperature (or `temperature`: a
+    negative control)."""
     temperature = temperature or group["generation_params"]["temperature"]
     for tokens, masks, lps, messages in zip(
         group["tokens"], group["masks"], group["inference_logprobs"], group["messages"], strict=True
@@ -101,8 +135,9 @@ def check_group(
                 if i == 0 or masks[i - 1] == -100:
                     runs.append([])
                 runs[-1].append(t)
-        said = [m["content"] for m in messages if m["role"] == "assistant"]
-        assert [tokenizer.decode(r, skip_special_tokens=True) for r in runs] == said, (runs, said)
+        said = [m for m in messages if m["role"] == "assistant"][prompt_turns:]
+        decoded = [tokenizer.decode(r, skip_special_tokens=True) for r in runs]
+        assert len(decoded) == len(said) and all(map(turn_matches, decoded, said)), (decoded, said)
         again = recomputed_logprobs(model, tokens, temperature)
         for m, lp, ref in zip(masks, lps, again, strict=True):
             if m != -100:
@@ -114,7 +149,7 @@ def serve_command(
     env: str, model: str, base_url: str, run_api: str, group_size: int, steps: int
 ) -> list[str]:
     """`<env>_env.py serve` with the demo's measured preset for this model."""
-    from environments.atropos_runtime.demo import ENVS, REAL
+    from environments.atropos_runtime.demo import ENVS, LOCAL_FLAGS, REAL
 
     preset = REAL[env]
     return [
@@ -123,6 +158,7 @@ def serve_command(
         "--env.rollout_server_url", run_api, "--env.group_size", str(group_size),
         "--env.total_steps", str(steps), "--env.max_tokens", str(preset.max_tokens),
         "--env.include_messages", "true", "--env.ensure_scores_are_not_same", "false", *preset.flags,
+        *LOCAL_FLAGS.get(env, ()),
     ]  # fmt: skip
 
 
@@ -147,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, help=f"where to write (default out/{RESULTS.name})")
     p.add_argument("--update-results", action="store_true", help=f"rewrite the committed {RESULTS}")
     p.add_argument("--batches", type=int, default=2, help="batches pulled per env")
-    p.add_argument("--envs", default="math,code-repair")
+    p.add_argument("--envs", default="math,math-python,code-repair")
     args = p.parse_args(argv)
     args.out = args.out or (RESULTS if args.update_results else ROOT / "out" / RESULTS.name)
     os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", WANDB_MODE="disabled")
@@ -166,19 +202,21 @@ def main(argv: list[str] | None = None) -> int:
             api, run_api = start_run_api(work / f"run-api-{env}.log")
             try:
                 started = time.monotonic()
-                size = 4 if env == "math" else 2
+                size = 2 if env == "code-repair" else 4
                 batches = run_env(env, str(model_dir), server.base_url, run_api, work / f"serve-{env}.log",
-                                  args.batches, batch_size=8 if env == "math" else 4, group_size=size, timeout_s=900)  # fmt: skip
+                                  args.batches, batch_size=2 * size, group_size=size, timeout_s=900)  # fmt: skip
                 seconds = time.monotonic() - started
             finally:
                 api.terminate()
                 api.wait(timeout=30)
-            agreement = Agreement()
+            agreement, skip = Agreement(), prompt_assistant_turns(env)
             turns = []
             for batch in batches:
                 for group in batch:
-                    check_group(policy, tokenizer, group, agreement)
-                    turns += [sum(m["role"] == "assistant" for m in msgs) for msgs in group["messages"]]
+                    check_group(policy, tokenizer, group, agreement, prompt_turns=skip)
+                    turns += [
+                        sum(m["role"] == "assistant" for m in msgs) - skip for msgs in group["messages"]
+                    ]
             rows.append((env, len(batches), agreement, sum(turns) / max(1, len(turns)), seconds))
             print(f"{env}: {len(batches)} batches, {agreement.sequences} sequences, {agreement.tokens} tokens, "
                   f"mean |d| {agreement.mean_abs:.2e}, max |d| {agreement.max_abs:.2e}, "

@@ -9,7 +9,10 @@ final answer's only; tool calls, malformed calls and tool errors are reported (r
 `tool_calls`, `tool_errors`, ... and per-turn metrics), never rewarded. The interpreter is a
 `sandbox.PythonSession` (`--env.python_backend`, `--env.python_sessions` at once, each closed when
 its episode ends); a sandbox failure makes the episode unverified, not wrong. `--env.mcp_servers`
-adds the tools of stdio MCP servers.
+adds the tools of stdio MCP servers. A ChatML model whose template has no tools (SmolLM2) gets
+them from `--env.chat_template chatml-tools`; `--env.tool_examples N` puts N worked tool calls
+before each problem, for a small model that does not call tools unprompted (`rlvr demo --env
+math-python` runs both on the local real model).
 
 `evaluate` runs the eval items twice, with the tool and without it (`--env.eval_without_tools
 false`: with it only), and prints both accuracies; `--env.tools false` is math_env's single-turn
@@ -30,6 +33,7 @@ cannot ride it without a project MCP server for v1's runtime.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -52,6 +56,25 @@ TOOL_SYSTEM_PROMPT = (
 )
 
 
+EXAMPLE_SUMS = ((3, 4), (5, 8), (2, 7))
+
+
+def tool_examples(count: int) -> list[dict[str, Any]]:
+    """`count` worked examples of using the python tool, as prompt turns in the OpenAI message form
+    (the chat template renders the calls and results as the model would write and see them)."""
+    turns: list[dict[str, Any]] = []
+    for n, (a, b) in enumerate(EXAMPLE_SUMS[:count], 1):
+        call = {"id": f"example_{n}", "type": "function",
+                "function": {"name": "python", "arguments": json.dumps({"code": f"print({a} + {b})"})}}  # fmt: skip
+        turns += [
+            {"role": "user", "content": f"Calculate {a} + {b}."},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call["id"], "name": "python", "content": str(a + b)},
+            {"role": "assistant", "content": f"\\boxed{{{a + b}}}"},
+        ]
+    return turns
+
+
 class MathPythonEnvConfig(MathEnvConfig, ToolConfig):
     max_turns: int = Field(default=6, description="Assistant turns per episode (tool calls and the answer)")
     max_episode_tokens: int | None = Field(default=None, description="Token budget of one episode")
@@ -63,6 +86,13 @@ class MathPythonEnvConfig(MathEnvConfig, ToolConfig):
     )
     python_memory_mb: int = Field(default=512, description="Memory of one Python session")
     eval_without_tools: bool = Field(default=True, description="evaluate: also run without the tool")
+    tool_examples: int = Field(
+        default=0,
+        ge=0,
+        le=len(EXAMPLE_SUMS),
+        description="Worked examples before each problem (prompt turns: a sum, a python call that prints "
+        "it, the tool's answer, the boxed result), for small models that do not call tools unprompted",
+    )
 
 
 class MathPythonTask(ToolTask, MathTask):
@@ -77,9 +107,12 @@ class MathPythonTask(ToolTask, MathTask):
 
     def item(self, row: Mapping[str, Any], index: int) -> Item:
         item = super().item(row, index)
-        if not self.enabled() or self.config.system_prompt:
+        if not self.enabled():
             return item
-        prompt = [{"role": "system", "content": TOOL_SYSTEM_PROMPT}, *item.prompt[1:]]
+        system, question = item.prompt[:1], item.prompt[1:]  # math_env's prompt: system, then the problem
+        if not self.config.system_prompt:
+            system = [{"role": "system", "content": TOOL_SYSTEM_PROMPT}]
+        prompt = [*system, *tool_examples(self.config.tool_examples), *question]
         return Item(item.uid, prompt, item.answer, item.info)
 
     async def start(self, tokenizer: Any | None) -> None:

@@ -39,6 +39,7 @@ ENVS = {
     "code": "code_env.py",
     "code-repair": "code_repair_env.py",
     "math": "math_env.py",
+    "math-python": "math_python_env.py",
     "judge": "judge_env.py",
     "qa": "qa_env.py",
 }
@@ -85,6 +86,24 @@ REAL = {
             "0.7",
         ),
     ),  # fmt: skip
+    "math-python": Preset(
+        "one-digit sums with a sandboxed python tool and three worked tool-call examples in the prompt: "
+        "it calls the tool in about half the episodes and is then mostly right, almost never without "
+        "it, so expect a mean reward near 0.5 and tool calls and results in the viewer",
+        64,
+        (
+            "--env.rg_tasks",
+            "basic_arithmetic",
+            "--env.rg_config",
+            json.dumps(ONE_DIGIT_SUMS),
+            "--env.tool_examples",
+            "3",
+            "--env.max_turns",
+            "3",
+            "--env.temperature",
+            "0.7",
+        ),
+    ),  # fmt: skip
     "code": Preset(
         "HumanEval is mostly beyond a 135M model: it writes code, a few easy problems pass, "
         "so expect a mean reward near 0.1, mostly wrong answers, some without a code block",
@@ -115,9 +134,12 @@ TINY_EXPECTED = {
     "code": "reward 0.0 with status no_answer (it writes no code block)",
     "code-repair": "reward 0.0 with status no_answer after each of its attempts (it writes no code block)",
     "math": "reward 0.0 with status no_answer (it writes no \\boxed{} answer)",
+    "math-python": "reward 0.0 with status no_answer (it neither calls the tool nor writes a \\boxed{} answer)",
     "qa": "reward 0.0 (its answers never match)",
     "judge": "scores from the judge at --judge-url of answers the tiny model cannot give",
 }
+# what an env needs on either local model, whose ChatML template has no tools
+LOCAL_FLAGS = {"math-python": ("--env.chat_template", "chatml-tools")}
 TINY_EXPECT = (
     "the tiny random model cannot answer, so expect {expected}: that is the correct result. "
     "To see rewards move, drop --local-model tiny (a real model) or use --base-url URL --model NAME"
@@ -217,6 +239,8 @@ def process_command(args: argparse.Namespace, base_url: str, model: str, server_
         else []
     )
     preset = list(REAL[args.env].flags) if uses_preset(args) else []
+    if not args.base_url:
+        preset += LOCAL_FLAGS.get(args.env, ())
     return [
         sys.executable, str(HERE / ENVS[args.env]), "process",
         "--env.tokenizer_name", model, "--openai.model_name", model, "--openai.base_url", base_url,

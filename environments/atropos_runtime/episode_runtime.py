@@ -35,7 +35,9 @@ def runner_for(env: RuntimeEnv) -> EpisodeRunner:
     runner = getattr(env, "_episode_runner", None)
     if runner is None or runner.rubric is not env.rubric:
         assert isinstance(env.task, MultiTurnTask) and env.rubric is not None
-        chat = ChatTokens(env.tokenizer) if env.token_capable else None
+        chat = (
+            ChatTokens(env.tokenizer, chat_template=env.task.chat_template()) if env.token_capable else None
+        )
         if chat is not None and chat.rewrites_history:
             log.warning(
                 "the chat template rewrites earlier turns (e.g. drops <think>); episodes keep the exact "

@@ -98,6 +98,11 @@ class MultiTurnTask(Task):
     def init_state(self, item: Item) -> dict[str, Any]:
         return {}
 
+    def chat_template(self) -> str | None:
+        """The Jinja chat template (its text) episodes render with instead of the tokenizer's own;
+        None (default): the tokenizer's."""
+        return None
+
     async def start(self, tokenizer: Any | None) -> None:
         """Called by the env's `setup` (tokenizer: None on a text-only server): start what every
         episode shares (e.g. tool servers). Default: nothing."""

@@ -79,8 +79,15 @@ class ChatTokens:
             tokenizer.convert_tokens_to_ids(t) for t in self.special
         }
 
-    def __init__(self, tokenizer: Any, on_history_rewrite: Literal["keep", "error"] = "keep") -> None:
+    def __init__(
+        self,
+        tokenizer: Any,
+        on_history_rewrite: Literal["keep", "error"] = "keep",
+        chat_template: str | None = None,
+    ) -> None:
+        """`chat_template`: a Jinja template (its text) rendered instead of the tokenizer's own."""
         self._read_specials(tokenizer)
+        self.chat_template = chat_template
         try:
             self.probe: tuple[dict[str, str], ...] = _PROBE
             generation = self.render(_PROBE, True)
@@ -109,7 +116,9 @@ class ChatTokens:
         self, messages: Sequence[Message], generation_prompt: bool, tools: Sequence[Message] | None = None
     ) -> str:
         """The template's text; `tools` (OpenAI tool definitions) go to the template's `tools=`."""
-        extra = {"tools": [dict(t) for t in tools]} if tools else {}
+        extra: dict[str, Any] = {"tools": [dict(t) for t in tools]} if tools else {}
+        if self.chat_template is not None:
+            extra["chat_template"] = self.chat_template
         return self.tokenizer.apply_chat_template(
             [_template_message(m) for m in messages],
             tokenize=False,

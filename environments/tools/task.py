@@ -39,6 +39,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field
@@ -59,6 +60,9 @@ from environments.tools.core import (
 )
 from rubrics.core import RewardResult, Sample
 
+# --env.chat_template names that need no file: ChatML with hermes tool calls, for ChatML models whose
+# own template has no tools (SmolLM2-Instruct; without tools it renders what SmolLM2's template does)
+BUILTIN_TEMPLATES = {"chatml-tools": Path(__file__).with_name("chatml_tools.jinja")}
 LEDGER = "tool_ledger"  # ctx.state key of the episode's ToolLedger
 GRACE_S = 5.0  # past a call's time limit, before the layer stops a tool that stops itself (`own_timeout`)
 
@@ -78,6 +82,11 @@ class ToolConfig(RubricEnvConfig):
         description="stdio MCP server commands whose tools are offered too (JSON array: '[\"python srv.py\"]')",
     )
     mcp_timeout_s: float = Field(default=30.0, description="Start-up time limit of an MCP server")
+    chat_template: str | None = Field(
+        default=None,
+        description="Chat template instead of the tokenizer's own: a Jinja file, or chatml-tools (ChatML "
+        "with hermes tool calls, for ChatML models whose template has no tools, e.g. SmolLM2)",
+    )
 
 
 class ToolTask(MultiTurnTask):
@@ -108,6 +117,20 @@ class ToolTask(MultiTurnTask):
     def enabled(self) -> bool:
         return bool(getattr(self.config, "tools", True))
 
+    def chat_template(self) -> str | None:
+        """The text of `--env.chat_template` (a built-in name or a file), None when not set."""
+        name = getattr(self.config, "chat_template", None)
+        if not name:
+            return None
+        path = BUILTIN_TEMPLATES.get(name, Path(name))
+        try:
+            return path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ValueError(
+                f"--env.chat_template {name!r} is neither a built-in ({', '.join(BUILTIN_TEMPLATES)}) nor a "
+                f"readable file: {exc.strerror or exc}"
+            ) from exc
+
     def all_tools(self) -> list[Tool]:
         return [*self.own_tools(), *(t for server in self._mcp for t in server.tools)]
 
@@ -123,15 +146,22 @@ class ToolTask(MultiTurnTask):
             )
         from environments.atropos_runtime.turn_tokens import ChatTokens
         from environments.tools.mcp_servers import start_servers
-        from environments.vf_bridge.tool_calls import ToolCallParser, check_tool_template
+        from environments.vf_bridge.tool_calls import ToolCallParser, ToolSupportError, check_tool_template
 
         self._mcp = await start_servers(self.config.mcp_servers, self.config.mcp_timeout_s)
         names = [t.name for t in self.all_tools()]
         if len(set(names)) != len(names):
             await self.aclose()
             raise ValueError(f"two tools have the same name: {sorted(names)}")
-        parser = ToolCallParser(self.config.tool_parser, tokenizer)
-        check_tool_template(ChatTokens(tokenizer), parser, [t.schema() for t in self.all_tools()])
+        try:
+            parser = ToolCallParser(self.config.tool_parser, tokenizer)
+            chat = ChatTokens(tokenizer, chat_template=self.chat_template())
+            check_tool_template(chat, parser, [t.schema() for t in self.all_tools()])
+        except ValueError as exc:  # ToolSupportError or a bad --env.chat_template: stop the MCP servers
+            await self.aclose()
+            if isinstance(exc, ToolSupportError) and not self.config.chat_template:
+                raise ToolSupportError(f"{exc} (a ChatML model: --env.chat_template chatml-tools)") from exc
+            raise
         self._parser = parser
 
     async def aclose(self) -> None:

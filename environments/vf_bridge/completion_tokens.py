@@ -31,7 +31,7 @@ class CompletionTokens(ChatTokens):
     def __init__(self, tokenizer: Any) -> None:  # no template probe: nothing to render
         self._read_specials(tokenizer)
         self.probe, self.closing, self._base, self._bos = (), "", "", None
-        self.rewrites_history = False
+        self.rewrites_history, self.chat_template = False, None
 
     def prompt(self, messages: Sequence[Message], tools: Sequence[Message] | None = None) -> Segment:
         ids = tuple(self.tokenizer(text_of(list(messages))).input_ids)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.real_model_stack import Agreement, check_group, load_policy, run_env
+from benchmarks.real_model_stack import Agreement, check_group, load_policy, prompt_assistant_turns, run_env
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,3 +93,57 @@ def test_code_repair_serve_delivers_multi_turn_real_tokens(real_vllm, run_api, p
     print(f"code-repair: turns {turns}, {agreement.tokens} tokens, max |d| {agreement.max_abs:.2e}")
     assert max(turns) >= 2  # feedback went back to the model and its next attempt was trained on
     assert agreement.max_abs < MAX_ABS_DELTA and agreement.ratios_outside == 0
+
+
+def test_math_python_serve_delivers_tool_call_episodes(real_vllm, run_api, policy, tmp_path):
+    """The real model calls the sandboxed python tool (ChatML with hermes calls, worked examples in
+    the prompt): serve's batch holds the calls as sampled, the tool results masked out, and every
+    trained token's logprob agrees with the trainer's recomputation."""
+    batches = run_env("math-python", real_vllm.model, real_vllm.base_url, run_api, tmp_path / "serve.log",
+                      batches=1, batch_size=8, group_size=4, timeout_s=600)  # fmt: skip
+    assert batches, (tmp_path / "serve.log").read_text()[-3000:]
+    skip, agreement, calls = prompt_assistant_turns("math-python"), Agreement(), 0
+    assert skip == 6  # the preset's three worked examples: a call and an answer each
+    for group in batches[0]:
+        check_group(*policy, group, agreement, prompt_turns=skip)
+        for messages in group["messages"]:
+            turns = [i for i, m in enumerate(messages) if m["role"] == "assistant"][skip:]
+            made = sum(len(messages[i].get("tool_calls") or []) for i in turns)
+            assert made == sum(m["role"] == "tool" for m in messages[turns[0] :])  # each call answered
+            calls += made
+    print(
+        f"math-python: {calls} tool calls in {agreement.sequences} episodes, max |d| {agreement.max_abs:.2e}"
+    )
+    assert agreement.sequences == 8 and calls >= 1  # measured: about half the episodes call the tool
+    assert agreement.max_abs < MAX_ABS_DELTA and agreement.ratios_outside == 0
+
+
+def test_chatml_tools_is_smollm2s_template_plus_tools(real_model):
+    """Without tools the built-in `chatml-tools` template renders exactly what SmolLM2's own does
+    (so choosing it changes nothing else); with tools it carries them, calls and results, which
+    SmolLM2's own template cannot (refused)."""
+    from transformers import AutoTokenizer
+
+    from environments.atropos_runtime.turn_tokens import ChatTokens
+    from environments.tools.task import BUILTIN_TEMPLATES
+    from environments.vf_bridge.tool_calls import ToolCallParser, ToolSupportError, check_tool_template
+
+    tok, template = AutoTokenizer.from_pretrained(real_model), BUILTIN_TEMPLATES["chatml-tools"].read_text()
+    chats = [
+        [{"role": "user", "content": "hi"}],
+        [
+            {"role": "system", "content": "S"},
+            {"role": "user", "content": "2+2?"},
+            {"role": "assistant", "content": "4"},
+        ],
+    ]
+    for chat in chats:
+        for generation in (True, False):
+            own = tok.apply_chat_template(chat, tokenize=False, add_generation_prompt=generation)
+            assert tok.apply_chat_template(chat, tokenize=False, add_generation_prompt=generation,
+                                           chat_template=template) == own  # fmt: skip
+    tools = [{"type": "function", "function": {"name": "python", "parameters": {"type": "object"}}}]
+    parser = ToolCallParser("hermes", tok)
+    check_tool_template(ChatTokens(tok, chat_template=template), parser, tools)
+    with pytest.raises(ToolSupportError, match="ignores tools="):
+        check_tool_template(ChatTokens(tok), parser, tools)

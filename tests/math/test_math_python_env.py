@@ -18,6 +18,7 @@ from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 from transformers import AutoTokenizer
 
 from environments.math_python_env import MathPythonEnv, MathPythonEnvConfig
+from environments.tools.task import BUILTIN_TEMPLATES
 from tests.runtime.scripted_policy import ScriptedPolicy
 from tests.verifiers_bridge.tool_template import tool_tokenizer
 
@@ -208,3 +209,84 @@ def test_process_and_evaluate_end_to_end(tool_tok, data, tmp_path):
     assert re.search(r"accuracy tools\s+1\.0", ev.stdout) and re.search(
         r"accuracy no_tools\s+0\.0", ev.stdout
     )
+
+
+@pytest.fixture(scope="module")
+def chatml_tok() -> Path:
+    """The tiny model's own tokenizer: ChatML, no tool support in its template."""
+    from environments.atropos_runtime.local_model import build_tiny_model
+
+    return build_tiny_model(os.environ.get("RLVR_TINY_MODEL") or ROOT / ".cache" / "tiny-model")
+
+
+async def test_a_chatml_model_gets_tools_from_the_chatml_tools_template(chatml_tok, data):
+    """A ChatML model whose own template ignores tools is refused with the option that fixes it;
+    `--env.chat_template chatml-tools` renders the tools, and an episode's call, result and answer
+    keep their exact tokens; a template that is neither built in nor a file is one clear error."""
+    tok = AutoTokenizer.from_pretrained(chatml_tok)
+    with ScriptedPolicy(tok, scripted({0: "A"})) as policy:
+        refused = make_env(chatml_tok, policy, data, 1)
+        with pytest.raises(ValueError, match="ignores tools=.*--env.chat_template chatml-tools"):
+            await refused.setup()
+        await refused.aclose()
+        missing = make_env(chatml_tok, policy, data, 1, chat_template="no-such-template")
+        with pytest.raises(ValueError, match="'no-such-template' is neither a built-in \\(chatml-tools\\)"):
+            await missing.setup()
+        await missing.aclose()
+        env = make_env(chatml_tok, policy, data, 1, chat_template="chatml-tools")
+        await env.setup()
+        try:
+            outcome = await env.group_for(first(env), training=False)
+        finally:
+            await env.aclose()
+    group = outcome.group
+    assert group["scores"] == [1.0] and group["rewards"][0]["components"]["tool_calls"] == 2
+    (episode,), (tokens,), (masks,), (messages,) = (
+        group["episodes"],
+        group["tokens"],
+        group["masks"],
+        group["messages"],
+    )
+    assert [t["env_messages"][0]["content"] for t in episode["turns"][:2]] == ["(no output)", "42\n"]
+    template = BUILTIN_TEMPLATES["chatml-tools"].read_text()
+    rendered = tok.apply_chat_template(
+        messages, tools=env.task.tools(None), tokenize=False, chat_template=template
+    )
+    assert tok.decode(tokens) + "\n" == rendered and "<tools>" in rendered  # the last "\n" follows <|im_end|>
+    assert tokens == tok.encode(rendered, add_special_tokens=False)[:-1]
+    expected = [-100] * (
+        len(tokens) - sum(len(t["tokens"]) + len(t["env_tokens"] or []) for t in episode["turns"])
+    )
+    for turn in episode["turns"]:
+        expected += turn["tokens"] + [-100] * len(turn["env_tokens"] or [])
+    assert masks == expected
+
+
+def test_tool_examples_are_worked_calls_in_the_prompt(chatml_tok, data):
+    """`--env.tool_examples N` puts N worked examples (a sum, a python call that prints it, the
+    result, the boxed answer) between the system prompt and the problem; the template writes each
+    call in the form the hermes parser reads back, so the model sees calls as it must write them."""
+    from environments.atropos_runtime.turn_tokens import ChatTokens
+    from environments.math_python_env import MathPythonTask, tool_examples
+
+    config = MathPythonEnvConfig(dataset=str(data), eval_fraction=0, tool_examples=2, use_wandb=False)
+    item = MathPythonTask(config).item(ROWS[0], 0)
+    roles = [m["role"] for m in item.prompt]
+    assert roles == ["system", *["user", "assistant", "tool", "assistant"] * 2, "user"]
+    assert item.prompt[-1]["content"] == ROWS[0]["question"] and item.prompt[4]["content"] == "\\boxed{7}"
+    assert MathPythonTask(config.model_copy(update={"tools": False})).item(ROWS[0], 0).prompt[1:] == [
+        {"role": "user", "content": ROWS[0]["question"]}
+    ]
+    with pytest.raises(ValueError):
+        MathPythonEnvConfig(tool_examples=len(tool_examples(99)) // 4 + 1)
+    chat = ChatTokens(
+        AutoTokenizer.from_pretrained(chatml_tok), chat_template=BUILTIN_TEMPLATES["chatml-tools"].read_text()
+    )
+    text = chat.render(
+        item.prompt, True, [{"type": "function", "function": {"name": "python", "parameters": {}}}]
+    )
+    assert (
+        text.count('<tool_call>\n{"name": "python", "arguments": {"code": "print(3 + 4)"}}\n</tool_call>')
+        == 1
+    )
+    assert "<tool_response>\n13\n</tool_response>" in text and text.endswith("<|im_start|>assistant\n")

@@ -104,7 +104,16 @@ def test_the_real_model_runs_each_env_with_its_preset_and_others_without():
     for args in (["--local-model", "tiny"], ["--base-url", "http://127.0.0.1:9/v1", "--model", "org/m"]):
         other = process_command(parse_args(args), "http://x/v1", "m", "vllm")
         assert "--env.rg_tasks" not in other and "--env.system_prompt" not in other
-    assert set(REAL) == {"math", "code", "code-repair", "qa", "judge"}
+    assert set(REAL) == {"math", "math-python", "code", "code-repair", "qa", "judge"}
+    # a local model (real or tiny: plain ChatML) needs the tool template; another server's model has its own
+    for args, template in (([], "chatml-tools"), (["--local-model", "tiny"], "chatml-tools"),
+                           (["--base-url", "http://127.0.0.1:9/v1", "--model", "org/m"], None)):  # fmt: skip
+        tools = process_command(parse_args(["--env", "math-python", *args]), "http://x/v1", "m", "vllm")
+        assert flag(tools, "--env.chat_template") == template
+    assert (
+        flag(process_command(parse_args(["--env", "math-python"]), "u", "m", "vllm"), "--env.tool_examples")
+        == "3"
+    )
     judge = process_command(parse_args(["--env", "judge"]), "http://x/v1", "m", "vllm")
     assert flag(judge, "--env.judge_base_url") == "http://x/v1" and flag(judge, "--env.judge_model") == "m"
 
