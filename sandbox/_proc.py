@@ -63,6 +63,24 @@ def job_rlimits(limits: Limits, nproc_backstop: int | None) -> list[tuple[int, i
     return out
 
 
+def uid_tasks(uid: int) -> int:
+    """Tasks (threads included) whose real uid is `uid`, from /proc: what the kernel counts against
+    RLIMIT_NPROC for that uid. Tasks gone while reading are skipped."""
+    total = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/status", "rb") as f:
+                status = f.read()
+        except OSError:
+            continue
+        fields = dict(line.split(b":", 1) for line in status.splitlines() if b":" in line)
+        if int(fields.get(b"Uid", b"-1 ").split()[0]) == uid:
+            total += int(fields.get(b"Threads", b"1"))
+    return total
+
+
 def make_preexec(
     *,
     uid: int | None,

@@ -210,8 +210,27 @@ class BwrapSandbox(WarmBorrowing, SlotResults):
         return a
 
     def job_rlimits(self, limits: Limits) -> list[tuple[int, int]]:
+        """A job's rlimits as set inside the sandbox (a pool worker sets them on each job): there
+        RLIMIT_NPROC counts the sandbox's own tasks, the backstop where no cgroup caps pids."""
         backstop = None if self.cgroups else self.config.slots * (limits.processes + 8)
         return _proc.job_rlimits(limits, backstop)
+
+    def host_nproc(self, allowance: int, headroom: int = 0) -> int:
+        """RLIMIT_NPROC to set before `bwrap` starts (no cgroups): `allowance` more tasks. Root drops
+        to the sandbox uid, which runs nothing else. A non-root user's sandbox runs as that user, and
+        the kernel checks the limit a user namespace was created with against every task of the uid
+        (the user's shell, vLLM's threads, ...), so the allowance is added to the tasks it runs now,
+        plus `headroom` for a sandbox that lives on while the user's other tasks come and go."""
+        return allowance if self._root else _proc.uid_tasks(os.getuid()) + allowance + headroom
+
+    def _oneshot_rlimits(self, limits: Limits) -> list[tuple[int, int]]:
+        rlimits = self.job_rlimits(limits)
+        if self.cgroups or self._root:
+            return rlimits
+        allowance = next(v for r, v in rlimits if r == _proc.resource.RLIMIT_NPROC)
+        return [
+            (r, self.host_nproc(allowance) if r == _proc.resource.RLIMIT_NPROC else v) for r, v in rlimits
+        ]
 
     def preexec(self, slot: Slot | None, rlimits, keep, channel_w):
         return _proc.make_preexec(
@@ -267,7 +286,7 @@ class BwrapSandbox(WarmBorrowing, SlotResults):
                 extra.append(f"{SCRATCH}/{rel}")
             argv = self.bwrap_argv(limits, extra=extra, seccomp_fd=sc_fd) + ["--", *job.command]
             oom0, pids0 = self._prepare_slot(slot, limits, limits.memory_mb + limits.scratch_mb + 64)
-            pre = self.preexec(slot, self.job_rlimits(limits), keep, chan_w)
+            pre = self.preexec(slot, self._oneshot_rlimits(limits), keep, chan_w)
             cap = _proc.Capture(reads, limits.output_bytes)
             t0 = time.monotonic()
             proc = _proc.spawn(argv, stdin=stdin_fd, stdout=out_w, stderr=err_w, preexec=pre)
@@ -386,6 +405,11 @@ _USERNS_FIX = (
     "--security-opt seccomp=unconfined --security-opt apparmor=unconfined (or use the docker backend)"
 )
 _FIXES = (
+    (  # EAGAIN: a task limit, not a missing feature (checked first: the same message names the namespace)
+        "Resource temporarily unavailable",
+        "the user is at its task limit (RLIMIT_NPROC counts every process and thread of the uid, "
+        "sandboxes included; see `ulimit -u`): raise it, or run as root (cgroups cap each sandbox instead)",
+    ),
     ("creating new namespace", _USERNS_FIX),
     ("uid map", _USERNS_FIX),
     ("new namespace failed", _USERNS_FIX),

@@ -38,6 +38,8 @@ WORKER_SRC = str(staging.PACKAGE_DIR / staging.IN_SANDBOX["worker.py"])  # the h
 WORKER_DST = staging.dest("worker.py")  # the worker imports the trusted harness from next to itself
 FLAGS = {"-u": "unbuffered", "-I": "isolated", "-B": None, "-E": None, "-s": None, "-S": None, "-q": None}
 START_TIMEOUT_S = 20.0
+# a non-root user's worker (no cgroups): tasks its user may start elsewhere while it lives (`host_nproc`)
+WORKER_HEADROOM = 4096
 
 
 @functools.lru_cache(maxsize=8)
@@ -148,8 +150,8 @@ class Worker:
         argv += ["--", cfg.python, "-I", WORKER_DST, "3", ",".join(cfg.preload)]
         # the worker keeps no limits a job would need to raise; each job lowers its own after fork
         rl = [(r, v) for r, v in _proc.job_rlimits(limits, None) if r in _worker_rlimits()]
-        if box.cgroups is None:
-            rl.append((_proc.resource.RLIMIT_NPROC, cfg.slots * (64 + 8)))
+        if box.cgroups is None:  # the worker's jobs get their own, counted in its namespace
+            rl.append((_proc.resource.RLIMIT_NPROC, box.host_nproc(cfg.slots * (64 + 8), WORKER_HEADROOM)))
         keep = ([sc_fd] if sc_fd is not None else []) + data_fds
         pre = box.preexec(self.slot, rl, keep=keep, channel_w=inside_fd)
         if self.slot is not None and self.slot.version != "none":

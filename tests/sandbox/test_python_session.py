@@ -20,6 +20,7 @@ import time
 
 import pytest
 import pytest_asyncio
+from sandbox_helpers import sandbox_uid
 from test_sandbox_escape import KEYRING_ADD, KEYRING_READ, _marker_procs
 
 from sandbox import SandboxUnavailable, SessionLimits, python_sessions
@@ -307,7 +308,7 @@ async def test_a_dead_sandbox_is_an_infrastructure_failure(pool):
 
 
 def _identity(out: str) -> bool:
-    return out == "65534 0000000000000000 0000000000000000 1\n"
+    return out == f"{sandbox_uid()} 0000000000000000 0000000000000000 1\n"
 
 
 PROBES = {  # name: (code, what its output must be) -- from test_sandbox_escape.py

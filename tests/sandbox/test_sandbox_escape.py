@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sandbox_helpers import assert_healthy, py
+from sandbox_helpers import assert_healthy, pids_bound, py, sandbox_uid
 
 from sandbox import Job, LimitHit
 
@@ -62,7 +62,7 @@ def test_identity_no_caps_no_new_privs_unprivileged_uid(sb):
                 continue
             host_uids.add(int(status.split("Uid:")[1].split()[1]))
     res = fut.result()
-    assert res.stdout == b"65534 0000000000000000 0000000000000000 1\n", res
+    assert res.stdout == f"{sandbox_uid(sb)} 0000000000000000 0000000000000000 1\n".encode(), res
     assert host_uids and 0 not in host_uids, host_uids
 
 
@@ -95,7 +95,7 @@ def test_bounded_fork_bomb_is_capped_by_pids(sb):
     )
     res = sb.run_sync(py(code, processes=16, wall_time_s=20))
     assert res.exit_code == 0, res
-    assert int(res.stdout) < 16  # pids.max (cgroup) stopped it
+    assert int(res.stdout) < pids_bound(sb, 16)  # pids.max (cgroup) or the NPROC backstop stopped it
     assert_healthy(sb)
 
 
@@ -256,7 +256,10 @@ def test_env_secrets_and_host_environ_unreadable(sb, monkeypatch):
 
 
 def test_cannot_signal_host_processes(sb):
-    victim = subprocess.Popen(["sleep", "60"], user=65534, group=65534, extra_groups=[])  # same host uid
+    as_root = os.geteuid() == 0  # the victim runs as the sandbox's own host uid
+    victim = subprocess.Popen(
+        ["sleep", "60"], **({"user": 65534, "group": 65534, "extra_groups": []} if as_root else {})
+    )
     try:
         code = (
             "import os, signal\n"

@@ -229,3 +229,26 @@ def test_a_bubblewrap_without_bind_data_mounts_the_staged_copy(monkeypatch, tmp_
         monkeypatch.setattr(staging.tempfile, "tempdir", str(private))
         with pytest.raises(SandboxUnavailable, match="other users cannot enter; fix: set TMPDIR=/tmp"):
             get_sandbox("bwrap", slots=1)
+
+
+@pytest.mark.parametrize(
+    ("said", "fix"),
+    [
+        (
+            "bwrap: Creating new namespace failed: Resource temporarily unavailable",
+            "task limit (RLIMIT_NPROC",
+        ),
+        (
+            "bwrap: Creating new namespace failed: Operation not permitted",
+            "enable unprivileged user namespaces",
+        ),
+        ("bwrap: setting up uid map: Permission denied", "enable unprivileged user namespaces"),
+    ],
+)
+def test_bubblewraps_namespace_failures_name_their_own_fix(said, fix):
+    """EAGAIN from clone is the uid's task limit, not missing user namespaces: the fix says so."""
+    from sandbox.bwrap import _with_fix
+
+    line = _with_fix(said)
+    assert fix in line and "\n" not in line
+    assert ("user namespaces" in line) == ("Resource temporarily" not in said)
