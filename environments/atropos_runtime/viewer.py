@@ -120,7 +120,7 @@ def _serve(page: Path, port: int) -> int:
             super().do_GET()
 
     server = ThreadingHTTPServer(("127.0.0.1", port), partial(Handler, directory=str(page.parent)))
-    print(f"serving on http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C to stop)")
+    print(f"serving on http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C to stop)", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

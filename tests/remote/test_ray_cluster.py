@@ -164,8 +164,11 @@ def leftover_cgroups(pids: list[int]) -> list[str]:
 async def test_humaneval_on_two_nodes_then_shutdown_releases_everything(scorer):
     rubric = await scorer(code_rubric)
     assert sorted(n["where"] for n in rubric.nodes()) == ["127.0.0.2", "127.0.0.3"]
-    for m in rubric._members.values():  # Ray's workers run at nice 15; the scorer's at the configured 0
-        assert (await m.handle.ready.remote())["priority"] == "nice 0"
+    # Ray's workers run at nice 15; the scorer's at the configured 0, which needs CAP_SYS_NICE (root):
+    # a non-root user's node keeps 15 and says why
+    want = "nice 0" if os.geteuid() == 0 else "kept nice 15 (Permission denied)"
+    for m in rubric._members.values():
+        assert (await m.handle.ready.remote())["priority"] == want
     groups = [[solution(p, variant=v) for v in range(2)] for p in PROBLEMS]
     wrong = [
         [solution(p, "def {e}(*a, **k):\n    return None".format(e=p["entry_point"]))] for p in PROBLEMS[::8]

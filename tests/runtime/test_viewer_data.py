@@ -212,7 +212,8 @@ def test_the_page_file_holds_no_raw_control_character_and_rlvr_view_serves_it(tm
     assert not raw and page.count("</script>") == 2, raw  # the viewer's own two blocks only
     proc = subprocess.Popen(
         [sys.executable, "-m", "environments.atropos_runtime.cli", "view", str(tmp_path), "--serve", "--port", "0"],
-        stdout=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE, text=True, cwd=ROOT,  # a pipe, buffered: the line must be flushed
+        env={**{k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
     try:
         assert proc.stdout is not None
