@@ -167,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
             except (OSError, ValueError, KeyError) as e:
                 row = {"env": env, "error": f"{type(e).__name__}: {e}"}
             rows.append(row)
-            print(table([row], MODEL_NAME).splitlines()[-1], flush=True)
+            print(next(line for line in table([row], MODEL_NAME).splitlines() if line.startswith(f"| {env} |")),
+                  flush=True)  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(table(rows, MODEL_NAME))
     args.out.with_suffix(".json").write_text(json.dumps(rows, indent=1, default=str) + "\n")
