@@ -344,7 +344,7 @@ def report(result: dict, out: Path) -> None:
     lines = [
         "# A real language model learns through the real stack (`make learn-lm`)",
         "",
-        f"SmolLM2-135M-Instruct, LoRA rank {result['settings']['rank']} on q/k/v/o, GRPO through `math_env.py serve` → "
+        f"SmolLM2-135M-Instruct, LoRA rank {result['settings']['rank']} on q/k/v/o (AdamW, lr {result['settings']['lr']:g}), GRPO through `math_env.py serve` → "
         f"atroposlib `run-api` → `benchmarks/lm_learn.py` (the trainer), on 2 CPU cores. Task: one-digit sums "
         f"with the env's own prompt (answer in `\\boxed{{}}`); {result['settings']['steps']} steps × "
         f"{result['settings']['groups_per_step']} groups × {result['settings']['group_size']} samples at temperature "
@@ -421,6 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="one seed, 6 steps, no control")
     p.add_argument("--steps", type=int)
+    p.add_argument("--lr", type=float, help=f"LoRA learning rate (default {Settings.lr})")
     p.add_argument("--out", type=Path, help="results folder (default out/learn-lm)")
     p.add_argument("--update-results", action="store_true", help=f"write the committed results in {RESULTS}")
     args = p.parse_args(argv)
@@ -429,6 +430,8 @@ def main(argv: list[str] | None = None) -> int:
         s.steps, s.seeds, s.control_seeds = 6, (0,), ()
     if args.steps:
         s.steps = args.steps
+    if args.lr:
+        s.lr = args.lr
     out = args.out or (RESULTS if args.update_results else s.workdir)
     os.environ.update(_env())
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `finally` stops vLLM (its own session)
