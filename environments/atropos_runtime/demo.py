@@ -2,6 +2,7 @@
 
     rlvr demo                                        # math, a real model (SmolLM2-135M-Instruct) on a local vLLM
     rlvr demo --env code-repair                      # multi-turn RLEF code repair (3 attempts)
+    rlvr demo --env math-python                      # sums with a sandboxed python tool the model calls
     rlvr demo --env qa --groups 16
     rlvr demo --local-model tiny                     # the tiny random model: plumbing only, fastest
     rlvr demo --env math --base-url http://127.0.0.1:8000/v1 --model Qwen/Qwen2.5-1.5B-Instruct
