@@ -159,7 +159,8 @@ class ToolTask(MultiTurnTask):
             check_tool_template(chat, parser, [t.schema() for t in self.all_tools()])
         except ValueError as exc:  # ToolSupportError or a bad --env.chat_template: stop the MCP servers
             await self.aclose()
-            if isinstance(exc, ToolSupportError) and not self.config.chat_template:
+            template_refused = isinstance(exc, ToolSupportError) and str(exc).startswith("the chat template")
+            if template_refused and not self.config.chat_template:
                 raise ToolSupportError(f"{exc} (a ChatML model: --env.chat_template chatml-tools)") from exc
             raise
         self._parser = parser

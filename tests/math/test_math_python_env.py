@@ -229,6 +229,11 @@ async def test_a_chatml_model_gets_tools_from_the_chatml_tools_template(chatml_t
         with pytest.raises(ValueError, match="ignores tools=.*--env.chat_template chatml-tools"):
             await refused.setup()
         await refused.aclose()
+        parser = make_env(chatml_tok, policy, data, 1, tool_parser="no-such-parser")
+        with pytest.raises(ValueError, match="unknown tool parser") as refused_parser:
+            await parser.setup()
+        assert "chatml-tools" not in str(refused_parser.value)  # the hint is for templates only
+        await parser.aclose()
         missing = make_env(chatml_tok, policy, data, 1, chat_template="no-such-template")
         with pytest.raises(ValueError, match="'no-such-template' is neither a built-in \\(chatml-tools\\)"):
             await missing.setup()
