@@ -77,6 +77,15 @@ def first(env: MathPythonEnv) -> Any:
     return next(item for item in env.train_items if item.uid == "m1")
 
 
+async def one_group(env: MathPythonEnv) -> Any:
+    """Set `env` up, run the group of "What is 6 times 7?" (not for training), close it."""
+    await env.setup()
+    try:
+        return await env.group_for(first(env), training=False)
+    finally:
+        await env.aclose()
+
+
 def make_env(tok: Path, policy: ScriptedPolicy, data: Path, group_size: int, **kwargs: Any) -> MathPythonEnv:
     kwargs.setdefault("request_timeout_s", 60.0)  # a held request never waits the default 300 s
     config = MathPythonEnvConfig(tokenizer_name=str(tok), wandb_name="math_python", use_wandb=False,
@@ -101,11 +110,7 @@ async def test_concurrent_episodes_have_their_own_interpreters(tool_tok, data):
 
         policy.hold(held, until=lambda text: "scenario A" in text and text.count(after_one_result) == 1)
         env = make_env(tool_tok, policy, data, 2)
-        await env.setup()
-        try:
-            outcome = await env.group_for(first(env), training=False)
-        finally:
-            await env.aclose()
+        outcome = await one_group(env)
     group = outcome.group
     by_name = {
         re.match(r"scenario (\w)", m[2]["content"]).group(1): k for k, m in enumerate(group["messages"])
@@ -125,11 +130,7 @@ async def test_a_hanging_call_and_ten_megabytes_of_output(tool_tok, data):
     tok = AutoTokenizer.from_pretrained(tool_tok)
     with ScriptedPolicy(tok, scripted({0: "C"})) as policy:
         env = make_env(tool_tok, policy, data, 1, tool_call_timeout_s=0.5, tool_call_output_bytes=2000)
-        await env.setup()
-        try:
-            outcome = await env.group_for(first(env), training=False)
-        finally:
-            await env.aclose()
+        outcome = await one_group(env)
     (episode,) = outcome.group["episodes"]
     replies = [t["env_messages"][0]["content"] if t["env_messages"] else None for t in episode["turns"]]
     assert "CallTimeout" in replies[0] and "over its time limit of 0.5 s" in replies[0]
@@ -239,11 +240,7 @@ async def test_a_chatml_model_gets_tools_from_the_chatml_tools_template(chatml_t
             await missing.setup()
         await missing.aclose()
         env = make_env(chatml_tok, policy, data, 1, chat_template="chatml-tools")
-        await env.setup()
-        try:
-            outcome = await env.group_for(first(env), training=False)
-        finally:
-            await env.aclose()
+        outcome = await one_group(env)
     group = outcome.group
     assert group["scores"] == [1.0] and group["rewards"][0]["components"]["tool_calls"] == 2
     (episode,), (tokens,), (masks,), (messages,) = (
