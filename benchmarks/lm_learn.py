@@ -55,7 +55,7 @@ class Settings:
     steps: int = 12
     group_size: int = 8
     groups_per_step: int = 3
-    lr: float = 2e-3
+    lr: float = 1e-3
     clip: float = 0.2
     rank: int = 16
     max_tokens: int = 96
@@ -172,7 +172,7 @@ class Policy:
             advantages.append(0.0 if zero or std < 1e-8 else (r - float(group.mean())) / std)
         temperature = float(batch[0]["generation_params"]["temperature"])
         n_tokens = sum(sum(m != -100 for m in g["masks"][i]) for g, i in rows)
-        stats = {"abs_log_ratio": 0.0, "max_abs_log_ratio": 0.0, "clipped": 0, "fresh": 0}
+        stats = {"abs_log_ratio": 0.0, "max_abs_log_ratio": 0.0, "clipped": 0, "fresh": 0, "nll": 0.0}
         self.opt.zero_grad()
         for start in range(0, len(rows), self.s.micro_batch):
             chunk = rows[start : start + self.s.micro_batch]
@@ -194,6 +194,7 @@ class Policy:
                 stats["max_abs_log_ratio"] = max(stats["max_abs_log_ratio"], float(delta.max()))
                 stats["clipped"] += int(((ratio - 1).abs() > self.s.clip).sum())
                 stats["fresh"] += bool(delta.max() < FRESH)
+                stats["nll"] -= float(old.sum())
             loss.backward()
         torch.nn.utils.clip_grad_norm_(self.params, 1.0)
         self.opt.step()
@@ -211,6 +212,9 @@ class Policy:
             "max_abs_log_ratio": stats["max_abs_log_ratio"],
             "clipped_share": stats["clipped"] / n_tokens,
             "fresh_share": stats["fresh"] / len(rows),
+            # -mean sampled-token logprob at the sampling temperature: an estimate of the policy's
+            # per-token entropy (a policy collapsing onto one answer form drives it toward 0)
+            "sampled_nll": stats["nll"] / n_tokens,
         }
 
 
@@ -306,7 +310,7 @@ def train_run(s: Settings, model_dir: Path, sampler: Sampler, seed: int, shuffle
             say(f"{name} step {stats['step']:>2}/{s.steps}: reward {stats['reward']:.2f} correct "
                 f"{stats['correct']:.2f} boxed {stats['boxed']:.2f} | |log r| mean {stats['mean_abs_log_ratio']:.1e} "
                 f"max {stats['max_abs_log_ratio']:.1e} clipped {stats['clipped_share']:.1%} fresh "
-                f"{stats['fresh_share']:.0%} | wait {stats['wait_s']:.0f}s train {stats['train_s']:.0f}s")  # fmt: skip
+                f"{stats['fresh_share']:.0%} | nll {stats['sampled_nll']:.2f} tokens/sample {stats['tokens'] / stats['samples']:.0f} | wait {stats['wait_s']:.0f}s train {stats['train_s']:.0f}s")  # fmt: skip
     finally:
         if proc is not None:
             proc.terminate()
@@ -363,14 +367,16 @@ def report(result: dict, out: Path) -> None:
                      f"{cg['gain']:+.3f} {_ci(cg['ci'])} | {bg['gain']:+.3f} {_ci(bg['ci'])} |")  # fmt: skip
     lines += ["", "Per step (train batches: mean reward, correct and boxed share; |log ratio| of the trained tokens "
               "against the batch's inference logprobs before the update; share of tokens outside the clip range; "
-              "share of samples drawn by the current adapter):", ""]  # fmt: skip
+              "share of samples drawn by the current adapter; mean negative logprob of the sampled tokens, an estimate of "
+              "the policy's entropy per token; mean trained tokens per sample):", ""]  # fmt: skip
     for run in result["runs"]:
-        lines += [f"**{run['name']}**", "", "| step | reward | correct | boxed | mean abs log r | max abs log r | clipped | fresh | train s |",
-                  "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [f"**{run['name']}**", "", "| step | reward | correct | boxed | mean abs log r | max abs log r | clipped | fresh | nll | tokens | train s |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
         for st in run["steps"]:
             lines.append(f"| {st['step']} | {st['reward']:.2f} | {st['correct']:.2f} | {st['boxed']:.2f} | "
                          f"{st['mean_abs_log_ratio']:.1e} | {st['max_abs_log_ratio']:.1e} | {st['clipped_share']:.1%} | "
-                         f"{st['fresh_share']:.0%} | {st['train_s']:.0f} |")  # fmt: skip
+                         f"{st['fresh_share']:.0%} | {st.get('sampled_nll', float('nan')):.2f} | "
+                         f"{st['tokens'] / st['samples']:.0f} | {st['train_s']:.0f} |")  # fmt: skip
         lines.append("")
     out.mkdir(parents=True, exist_ok=True)
     plot(result, out / "lm_learning.png")
@@ -417,11 +423,17 @@ def _ci(ci: tuple[float, float]) -> str:
     return f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci[0] < 0 else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
+def _seeds(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(",") if part.strip())
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="one seed, 6 steps, no control")
     p.add_argument("--steps", type=int)
     p.add_argument("--lr", type=float, help=f"LoRA learning rate (default {Settings.lr})")
+    p.add_argument("--seeds", type=_seeds, help="GRPO runs' seeds, comma-separated ('' for none)")
+    p.add_argument("--control-seeds", type=_seeds, help="shuffled-reward runs' seeds ('' for none)")
     p.add_argument("--out", type=Path, help="results folder (default out/learn-lm)")
     p.add_argument("--update-results", action="store_true", help=f"write the committed results in {RESULTS}")
     args = p.parse_args(argv)
@@ -432,6 +444,10 @@ def main(argv: list[str] | None = None) -> int:
         s.steps = args.steps
     if args.lr:
         s.lr = args.lr
+    if args.seeds is not None:
+        s.seeds = args.seeds
+    if args.control_seeds is not None:
+        s.control_seeds = args.control_seeds
     out = args.out or (RESULTS if args.update_results else s.workdir)
     os.environ.update(_env())
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `finally` stops vLLM (its own session)
