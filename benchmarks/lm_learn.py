@@ -57,6 +57,7 @@ class Settings:
     groups_per_step: int = 3
     lr: float = 1e-3
     clip: float = 0.2
+    kl_coef: float = 0.0  # beta of a k3 KL penalty toward the base model (the adapter switched off)
     rank: int = 16
     max_tokens: int = 96
     temperature: float = 1.0
@@ -172,15 +173,18 @@ class Policy:
             advantages.append(0.0 if zero or std < 1e-8 else (r - float(group.mean())) / std)
         temperature = float(batch[0]["generation_params"]["temperature"])
         n_tokens = sum(sum(m != -100 for m in g["masks"][i]) for g, i in rows)
-        stats = {"abs_log_ratio": 0.0, "max_abs_log_ratio": 0.0, "clipped": 0, "fresh": 0, "nll": 0.0}
+        stats = dict.fromkeys(("abs_log_ratio", "max_abs_log_ratio", "clipped", "fresh", "nll", "kl"), 0.0)
         self.opt.zero_grad()
         for start in range(0, len(rows), self.s.micro_batch):
             chunk = rows[start : start + self.s.micro_batch]
             where = [[k for k, m in enumerate(g["masks"][i]) if m != -100 and k > 0] for g, i in chunk]
-            new = self.token_logprobs([g["tokens"][i] for g, i in chunk], temperature, where)
+            seqs = [g["tokens"][i] for g, i in chunk]
+            new = self.token_logprobs(seqs, temperature, where)
+            with torch.no_grad(), self.model.disable_adapter():
+                base = self.token_logprobs(seqs, temperature, where)
             loss = torch.zeros(())
-            for (g, i), at, lp, adv in zip(
-                chunk, where, new, advantages[start : start + len(chunk)], strict=True
+            for (g, i), at, lp, ref, adv in zip(
+                chunk, where, new, base, advantages[start : start + len(chunk)], strict=True
             ):
                 old = torch.tensor([g["inference_logprobs"][i][k] for k in at])
                 log_ratio = lp - old
@@ -188,7 +192,10 @@ class Policy:
                 surrogate = torch.minimum(
                     ratio * adv, torch.clamp(ratio, 1 - self.s.clip, 1 + self.s.clip) * adv
                 )
-                loss = loss - surrogate.sum() / n_tokens
+                to_base = ref - lp  # k3 below: an unbiased, non-negative estimate of KL(policy || base)
+                kl = torch.exp(to_base) - to_base - 1
+                loss = loss - (surrogate.sum() - self.s.kl_coef * kl.sum()) / n_tokens
+                stats["kl"] += float(kl.detach().sum())
                 delta = log_ratio.detach().abs()
                 stats["abs_log_ratio"] += float(delta.sum())
                 stats["max_abs_log_ratio"] = max(stats["max_abs_log_ratio"], float(delta.max()))
@@ -215,6 +222,7 @@ class Policy:
             # -mean sampled-token logprob at the sampling temperature: an estimate of the policy's
             # per-token entropy (a policy collapsing onto one answer form drives it toward 0)
             "sampled_nll": stats["nll"] / n_tokens,
+            "kl_to_base": stats["kl"] / n_tokens,
         }
 
 
@@ -310,7 +318,7 @@ def train_run(s: Settings, model_dir: Path, sampler: Sampler, seed: int, shuffle
             say(f"{name} step {stats['step']:>2}/{s.steps}: reward {stats['reward']:.2f} correct "
                 f"{stats['correct']:.2f} boxed {stats['boxed']:.2f} | |log r| mean {stats['mean_abs_log_ratio']:.1e} "
                 f"max {stats['max_abs_log_ratio']:.1e} clipped {stats['clipped_share']:.1%} fresh "
-                f"{stats['fresh_share']:.0%} | nll {stats['sampled_nll']:.2f} tokens/sample {stats['tokens'] / stats['samples']:.0f} | wait {stats['wait_s']:.0f}s train {stats['train_s']:.0f}s")  # fmt: skip
+                f"{stats['fresh_share']:.0%} | KL {stats['kl_to_base']:.1e} nll {stats['sampled_nll']:.2f} tokens/sample {stats['tokens'] / stats['samples']:.0f} | wait {stats['wait_s']:.0f}s train {stats['train_s']:.0f}s")  # fmt: skip
     finally:
         if proc is not None:
             proc.terminate()
@@ -348,7 +356,7 @@ def report(result: dict, out: Path) -> None:
     lines = [
         "# A real language model learns through the real stack (`make learn-lm`)",
         "",
-        f"SmolLM2-135M-Instruct, LoRA rank {result['settings']['rank']} on q/k/v/o (AdamW, lr {result['settings']['lr']:g}), GRPO through `math_env.py serve` → "
+        f"SmolLM2-135M-Instruct, LoRA rank {result['settings']['rank']} on q/k/v/o (AdamW, lr {result['settings']['lr']:g}, KL penalty {result['settings'].get('kl_coef', 0.0):g}), GRPO through `math_env.py serve` → "
         f"atroposlib `run-api` → `benchmarks/lm_learn.py` (the trainer), on 2 CPU cores. Task: one-digit sums "
         f"with the env's own prompt (answer in `\\boxed{{}}`); {result['settings']['steps']} steps × "
         f"{result['settings']['groups_per_step']} groups × {result['settings']['group_size']} samples at temperature "
@@ -367,15 +375,16 @@ def report(result: dict, out: Path) -> None:
                      f"{cg['gain']:+.3f} {_ci(cg['ci'])} | {bg['gain']:+.3f} {_ci(bg['ci'])} |")  # fmt: skip
     lines += ["", "Per step (train batches: mean reward, correct and boxed share; |log ratio| of the trained tokens "
               "against the batch's inference logprobs before the update; share of tokens outside the clip range; "
-              "share of samples drawn by the current adapter; mean negative logprob of the sampled tokens, an estimate of "
+              "share of samples drawn by the current adapter; KL(policy || base) per token (k3 estimate, before the update); "
+              "mean negative logprob of the sampled tokens, an estimate of "
               "the policy's entropy per token; mean trained tokens per sample):", ""]  # fmt: skip
     for run in result["runs"]:
-        lines += [f"**{run['name']}**", "", "| step | reward | correct | boxed | mean abs log r | max abs log r | clipped | fresh | nll | tokens | train s |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [f"**{run['name']}**", "", "| step | reward | correct | boxed | mean abs log r | max abs log r | clipped | fresh | KL to base | nll | tokens | train s |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
         for st in run["steps"]:
             lines.append(f"| {st['step']} | {st['reward']:.2f} | {st['correct']:.2f} | {st['boxed']:.2f} | "
                          f"{st['mean_abs_log_ratio']:.1e} | {st['max_abs_log_ratio']:.1e} | {st['clipped_share']:.1%} | "
-                         f"{st['fresh_share']:.0%} | {st.get('sampled_nll', float('nan')):.2f} | "
+                         f"{st['fresh_share']:.0%} | {st.get('kl_to_base', float('nan')):.1e} | {st.get('sampled_nll', float('nan')):.2f} | "
                          f"{st['tokens'] / st['samples']:.0f} | {st['train_s']:.0f} |")  # fmt: skip
         lines.append("")
     out.mkdir(parents=True, exist_ok=True)
@@ -432,6 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="one seed, 6 steps, no control")
     p.add_argument("--steps", type=int)
     p.add_argument("--lr", type=float, help=f"LoRA learning rate (default {Settings.lr})")
+    p.add_argument("--kl", type=float, help=f"KL penalty toward the base model (default {Settings.kl_coef})")
     p.add_argument("--seeds", type=_seeds, help="GRPO runs' seeds, comma-separated ('' for none)")
     p.add_argument("--control-seeds", type=_seeds, help="shuffled-reward runs' seeds ('' for none)")
     p.add_argument("--out", type=Path, help="results folder (default out/learn-lm)")
@@ -444,6 +454,8 @@ def main(argv: list[str] | None = None) -> int:
         s.steps = args.steps
     if args.lr:
         s.lr = args.lr
+    if args.kl is not None:
+        s.kl_coef = args.kl
     if args.seeds is not None:
         s.seeds = args.seeds
     if args.control_seeds is not None:
@@ -465,8 +477,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     sampler = Sampler(model_dir, s, s.workdir / "vllm.log")
     try:
-        runs = [train_run(s, model_dir, sampler, seed, False, say) for seed in s.seeds]
-        runs += [train_run(s, model_dir, sampler, seed, True, say) for seed in s.control_seeds]
+        # the control first: a control that drifts shows it within minutes, not after the GRPO runs
+        runs = [train_run(s, model_dir, sampler, seed, True, say) for seed in s.control_seeds]
+        runs = [train_run(s, model_dir, sampler, seed, False, say) for seed in s.seeds] + runs
     finally:
         sampler.close()
     for run in runs:

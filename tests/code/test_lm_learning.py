@@ -107,3 +107,20 @@ def test_the_merged_checkpoint_is_the_trained_policy(policy, tiny_model, tmp_pat
         expected = policy.model(input_ids=seq).logits
         got = merged(input_ids=seq).logits
     assert torch.allclose(expected, got, atol=1e-4) and (folder / "tokenizer.json").exists()
+
+
+def test_kl_to_base_is_zero_on_a_fresh_adapter_and_its_penalty_pulls_back(tiny_model):
+    """The reported KL(policy || base) is 0 while the adapter is untouched and grows once it moves. Two
+    twins move alike, then take the same steps without reward signal (identical scores): the one with
+    the penalty ends nearer the base than the one without."""
+    twins = [Policy(tiny_model, Settings(rank=4, lr=5e-3, micro_batch=3), seed=0) for _ in range(2)]
+    group = sampled_group(twins[0], prompt=[5, 6, 7, 8], n=6, new=5, temperature=1.0)
+    group["scores"] = [1.0, 0.0, 0.0, 0.0, 0.0, 1.0]
+    for twin in twins:
+        assert twin.step([group], shuffle=None)["kl_to_base"] == pytest.approx(0.0, abs=1e-9)
+        for _ in range(3):
+            twin.step([group], shuffle=None)
+    group["scores"] = [0.0] * 6
+    twins[0].s.kl_coef = 1.0
+    ends = [[twin.step([group], shuffle=None)["kl_to_base"] for _ in range(4)][-1] for twin in twins]
+    assert ends[1] > 1e-4 and ends[0] < 0.8 * ends[1]
