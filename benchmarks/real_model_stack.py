@@ -19,7 +19,6 @@ import argparse
 import json
 import math
 import os
-import re
 import subprocess
 import sys
 import time
@@ -83,19 +82,29 @@ def recomputed_logprobs(model: Any, tokens: list[int], temperature: float) -> li
     return [None, *picked.tolist()]
 
 
-def turn_matches(text: str, message: dict) -> bool:
+def turn_matches(text: str, message: dict, tokenizer: Any) -> bool:
     """The sampled text of a turn is what its message says: the same content, or for a turn with
-    tool calls (hermes form, `<tool_call>{json}</tool_call>`) the same text before the first call
-    and the same calls (names and arguments) in order."""
+    tool calls, what the tool envs' own parser (`ToolCallParser`, hermes by default) reads from the
+    text: the same text before the first call and the same calls (names and arguments) in order."""
     calls = message.get("tool_calls") or []
     if not calls:
         return text == message["content"]
-    written = [json.loads(body) for body in re.findall(r"<tool_call>(.*?)</tool_call>", text, re.S)]
-    wanted = [
-        {"name": c["function"]["name"], "arguments": json.loads(c["function"]["arguments"])} for c in calls
-    ]
-    before = text.split("<tool_call>", 1)[0].strip()
-    return written == wanted and before == (message.get("content") or "").strip()
+    from environments.tools.task import ToolConfig
+    from environments.vf_bridge.tool_calls import ToolCallParser
+
+    parser = ToolCallParser(ToolConfig().tool_parser, tokenizer)
+    tools = [{"type": "function", "function": {"name": c["function"]["name"], "parameters": {"type": "object"}}}
+             for c in calls]  # fmt: skip
+    parsed = parser.parse(text, tools)
+
+    def named(found: list[dict]) -> list[tuple[str, Any]]:
+        return [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in found]
+
+    return (
+        not parsed.malformed
+        and named(parsed.tool_calls) == named(calls)
+        and (parsed.content or "").strip() == (message.get("content") or "").strip()
+    )
 
 
 def prompt_assistant_turns(env: str) -> int:
@@ -137,7 +146,9 @@ def check_group(
                 runs[-1].append(t)
         said = [m for m in messages if m["role"] == "assistant"][prompt_turns:]
         decoded = [tokenizer.decode(r, skip_special_tokens=True) for r in runs]
-        assert len(decoded) == len(said) and all(map(turn_matches, decoded, said)), (decoded, said)
+        assert len(decoded) == len(said) and all(
+            turn_matches(d, m, tokenizer) for d, m in zip(decoded, said, strict=True)
+        ), (decoded, said)
         again = recomputed_logprobs(model, tokens, temperature)
         for m, lp, ref in zip(masks, lps, again, strict=True):
             if m != -100:

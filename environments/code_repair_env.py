@@ -48,8 +48,8 @@ from environments.code_repair_eval import evaluate_rlef
 from environments.data_sources import load_rows, split_rows
 from environments.task import DatasetError, Item, Split
 from environments.vf_bridge import compat as vf_compat
-from rubrics.code.rubric import CodeRubric, CodeRubricConfig, clip
-from rubrics.code.suites import AssertTest, CallTest, StdioTest, TestSuite, suite_from
+from rubrics.code.rubric import CodeRubric, CodeRubricConfig, clip, failure_text
+from rubrics.code.suites import CallTest, Outcome, StdioTest, TestSuite, suite_from
 from rubrics.core import RewardResult, Rubric, Sample
 
 STDIO_DEFAULT = Path(__file__).with_name("data") / "code_repair_stdio.jsonl"
@@ -192,23 +192,21 @@ def random_test(seed: int | None, uid: str, turn: int, answer: str, count: int) 
 
 def describe_as_failure(suite: TestSuite, index: int, single: RewardResult) -> str:
     """Real feedback's text for test `index`, from `single` (the attempt scored on that test alone):
-    its own failure text renumbered, or, where the test passed, the same fields with the output the
-    attempt really printed (equal to the expected one) under a 'wrong answer' verdict."""
-    head = f"Test {index + 1} of {len(suite.tests)} failed"
+    its own failure text renumbered, or, where the test passed, the rubric's text for a 'wrong answer'
+    on that test showing the output the attempt really printed (equal to the expected one)."""
     if single.score != 1.0 and single.feedback.startswith("Test 1 of 1 failed"):
-        return head + single.feedback.removeprefix("Test 1 of 1 failed")
+        return f"Test {index + 1} of {len(suite.tests)} failed" + single.feedback.removeprefix(
+            "Test 1 of 1 failed"
+        )
     test = suite.tests[index]
     if isinstance(test, StdioTest):
-        lines = ["Input:", test.input, "Expected output:", test.output, "Your output:", test.output]
-    elif isinstance(test, CallTest):
-        lines = [f"Test: {test.source or ' ; '.join(test.calls)}"]
-        if "expected" in test.check and test.expected is not None:
-            lines += [f"Expected: {test.expected!r}", f"Got: {test.expected!r}"]
-    elif isinstance(test, AssertTest):
-        lines = [f"Test: {test.source or test.code}"]
+        detail: dict[str, Any] = {"got": test.output}
     else:
-        lines = []
-    return "\n".join([f"{head}: wrong answer.", *lines])
+        known = isinstance(test, CallTest) and "expected" in test.check and test.expected is not None
+        detail = {"values": [test.expected] if known else []}
+    return failure_text(
+        Outcome(index, "wrong_answer", detail), suite, len(suite.tests), CodeRubricConfig().feedback_chars
+    )
 
 
 def split_problem(

@@ -212,8 +212,10 @@ class BwrapSandbox(WarmBorrowing, SlotResults):
     def job_rlimits(self, limits: Limits) -> list[tuple[int, int]]:
         """A job's rlimits as set inside the sandbox (a pool worker sets them on each job): there
         RLIMIT_NPROC counts the sandbox's own tasks, the backstop where no cgroup caps pids."""
-        backstop = None if self.cgroups else self.config.slots * (limits.processes + 8)
-        return _proc.job_rlimits(limits, backstop)
+        return _proc.job_rlimits(limits, self._nproc_backstop(limits))
+
+    def _nproc_backstop(self, limits: Limits) -> int | None:
+        return None if self.cgroups else self.config.slots * (limits.processes + 8)
 
     def host_nproc(self, allowance: int, headroom: int = 0) -> int:
         """RLIMIT_NPROC to set before `bwrap` starts (no cgroups): `allowance` more tasks. Root drops
@@ -224,13 +226,10 @@ class BwrapSandbox(WarmBorrowing, SlotResults):
         return allowance if self._root else _proc.uid_tasks(os.getuid()) + allowance + headroom
 
     def _oneshot_rlimits(self, limits: Limits) -> list[tuple[int, int]]:
-        rlimits = self.job_rlimits(limits)
-        if self.cgroups or self._root:
-            return rlimits
-        allowance = next(v for r, v in rlimits if r == _proc.resource.RLIMIT_NPROC)
-        return [
-            (r, self.host_nproc(allowance) if r == _proc.resource.RLIMIT_NPROC else v) for r, v in rlimits
-        ]
+        """A one-shot job's rlimits, set on the host before `bwrap` starts: the backstop counted as
+        `host_nproc` counts it there."""
+        backstop = self._nproc_backstop(limits)
+        return _proc.job_rlimits(limits, backstop and self.host_nproc(backstop))
 
     def preexec(self, slot: Slot | None, rlimits, keep, channel_w):
         return _proc.make_preexec(

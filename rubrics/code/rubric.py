@@ -439,39 +439,43 @@ class CodeRubric(Rubric):
 
     def feedback(self, outcome: Outcome, suite: TestSuite, total: int) -> str:
         """Deterministic text about one failing test (first failure), clipped field by field."""
-        n = self.config.feedback_chars
-        test = suite.tests[outcome.index]
-        lines = [
-            f"Test {outcome.index + 1} of {total} failed: {_VERDICT_TEXT.get(outcome.verdict, outcome.verdict)}."  # noqa: E501
-        ]
-        if outcome.verdict == "timeout":
-            lines[0] = lines[0][:-1] + f" ({suite.time_limit_s:g} s)."
-        if outcome.verdict == "memory":
-            lines[0] = lines[0][:-1] + f" ({suite.memory_mb} MB)."
-        if isinstance(test, StdioTest):
-            lines += ["Input:", clip(test.input, n)]
-            if outcome.verdict == "wrong_answer":
-                lines += [
-                    "Expected output:",
-                    clip(test.output, n),
-                    "Your output:",
-                    clip(str(outcome.detail["got"]), n),
-                ]
-                if outcome.detail.get("why"):
-                    lines.append(f"({outcome.detail['why']})")
-        elif isinstance(test, CallTest):
-            lines.append(f"Test: {clip(test.source or ' ; '.join(test.calls), n)}")
-            if outcome.verdict == "wrong_answer":
-                if "expected" in test.check and test.expected is not None:
-                    lines.append(f"Expected: {clip(repr(test.expected), n)}")
-                got = outcome.detail.get("values", [])
-                shown = repr(got[0]) if len(got) == 1 else ", ".join(f"v{i}={v!r}" for i, v in enumerate(got))
-                lines.append(f"Got: {clip(shown, n)}")
-        elif isinstance(test, AssertTest):
-            lines.append(f"Test: {clip(test.source or test.code, n)}")
-        if outcome.verdict in ("runtime_error", "invalid_value") and outcome.detail:
-            lines.append(clip(str(outcome.detail.get("error") or outcome.detail.get("why")), n))
-        return "\n".join(lines)
+        return failure_text(outcome, suite, total, self.config.feedback_chars)
+
+
+def failure_text(outcome: Outcome, suite: TestSuite, total: int, n: int) -> str:
+    """Deterministic text about one failing test (the rubric's feedback), each field clipped to `n` chars."""
+    test = suite.tests[outcome.index]
+    lines = [
+        f"Test {outcome.index + 1} of {total} failed: {_VERDICT_TEXT.get(outcome.verdict, outcome.verdict)}."  # noqa: E501
+    ]
+    if outcome.verdict == "timeout":
+        lines[0] = lines[0][:-1] + f" ({suite.time_limit_s:g} s)."
+    if outcome.verdict == "memory":
+        lines[0] = lines[0][:-1] + f" ({suite.memory_mb} MB)."
+    if isinstance(test, StdioTest):
+        lines += ["Input:", clip(test.input, n)]
+        if outcome.verdict == "wrong_answer":
+            lines += [
+                "Expected output:",
+                clip(test.output, n),
+                "Your output:",
+                clip(str(outcome.detail["got"]), n),
+            ]
+            if outcome.detail.get("why"):
+                lines.append(f"({outcome.detail['why']})")
+    elif isinstance(test, CallTest):
+        lines.append(f"Test: {clip(test.source or ' ; '.join(test.calls), n)}")
+        if outcome.verdict == "wrong_answer":
+            if "expected" in test.check and test.expected is not None:
+                lines.append(f"Expected: {clip(repr(test.expected), n)}")
+            got = outcome.detail.get("values", [])
+            shown = repr(got[0]) if len(got) == 1 else ", ".join(f"v{i}={v!r}" for i, v in enumerate(got))
+            lines.append(f"Got: {clip(shown, n)}")
+    elif isinstance(test, AssertTest):
+        lines.append(f"Test: {clip(test.source or test.code, n)}")
+    if outcome.verdict in ("runtime_error", "invalid_value") and outcome.detail:
+        lines.append(clip(str(outcome.detail.get("error") or outcome.detail.get("why")), n))
+    return "\n".join(lines)
 
 
 _RECORD_OUTCOME: dict[str, TestOutcome] = {

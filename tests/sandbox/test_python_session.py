@@ -2,8 +2,8 @@
 semantics, per-call limits, isolation between sessions and from the host, no process left behind,
 and "the code failed" kept apart from "the sandbox failed" (`infra_error`).
 
-One pool per module (3 workers). Escape probes from `test_sandbox_escape.py` run through a session
-as data (`PROBES`); detectors are harmless (a loopback listener, a canary file). A Docker variant
+One pool per module (3 workers). Escape probes shared with `test_sandbox_escape.py` (in
+`sandbox_helpers.py`) run through a session as data (`PROBES`); detectors are harmless (a loopback listener, a canary file). A Docker variant
 runs only the smoke test, and skips without a Docker engine.
 """
 
@@ -20,8 +20,17 @@ import time
 
 import pytest
 import pytest_asyncio
-from sandbox_helpers import sandbox_uid
-from test_sandbox_escape import KEYRING_ADD, KEYRING_READ, _marker_procs
+from sandbox_helpers import (
+    FOREIGN_ABI,
+    KEYRING_ADD,
+    KEYRING_READ,
+    MEMORY_SYSCALLS,
+    MEMORY_SYSCALLS_DENIED,
+    PROC_SNOOPING,
+    proc_snooping_contained,
+    sandbox_uid,
+)
+from test_sandbox_escape import _marker_procs
 
 from sandbox import SandboxUnavailable, SessionLimits, python_sessions
 from sandbox._session_wire import _children
@@ -311,7 +320,7 @@ def _identity(out: str) -> bool:
     return out == f"{sandbox_uid()} 0000000000000000 0000000000000000 1\n"
 
 
-PROBES = {  # name: (code, what its output must be) -- from test_sandbox_escape.py
+PROBES = {  # name: (code, what its output must be); the shared ones from sandbox_helpers.py
     "identity_no_caps_no_new_privs": (
         "import os\n"
         "lines = open('/proc/self/status').read().splitlines()\n"
@@ -323,15 +332,7 @@ PROBES = {  # name: (code, what its output must be) -- from test_sandbox_escape.
         "import os\n[p for p in ('/root', '/home', '/work', '/var', '/etc/shadow') if os.path.exists(p)]",
         lambda out: out == "[]\n",
     ),
-    "proc_snooping": (
-        "import os\nout = []\n"
-        "for p in ('/proc/kcore', '/proc/1/mem', '/proc/1/environ'):\n"
-        "    try:\n        open(p, 'rb').read(1); out.append(p)\n"
-        "    except OSError:\n        pass\n"
-        "try:\n    open('/proc/sys/kernel/hostname', 'w').write('x'); out.append('hostname')\n"
-        "except OSError:\n    pass\nout",
-        lambda out: out == "[]\n",
-    ),
+    "proc_snooping": (PROC_SNOOPING, proc_snooping_contained),
     "env_secrets": (
         "import os, glob\nseen = str(dict(os.environ))\n"
         "for p in glob.glob('/proc/*/environ'):\n"
@@ -342,17 +343,7 @@ PROBES = {  # name: (code, what its output must be) -- from test_sandbox_escape.
     ),
     "keyring": (KEYRING_ADD, lambda out: True),  # the next probe (another session) must not find it
     "keyring_read": (KEYRING_READ, lambda out: out == "False\n"),
-    "ptrace_and_process_vm": (
-        "import ctypes, os, platform\n"
-        "nrs = {'x86_64': (101, 310, 438), 'aarch64': (117, 270, 438)}[platform.machine()]\n"
-        "libc = ctypes.CDLL(None, use_errno=True)\n"
-        "buf = ctypes.create_string_buffer(1)\n"
-        "iov = (ctypes.c_void_p * 2)(ctypes.addressof(buf), 1)\n"
-        "calls = [(nrs[0], 16, os.getppid(), 0, 0), (nrs[1], os.getppid(), iov, 1, iov, 1, 0),\n"
-        "         (nrs[2], os.pidfd_open(os.getpid()), 0, 0)]\n"
-        "for args in calls:\n    print(libc.syscall(*args), ctypes.get_errno())",
-        lambda out: out == "-1 1\n-1 1\n-1 1\n",
-    ),
+    "ptrace_and_process_vm": (MEMORY_SYSCALLS, lambda out: out == MEMORY_SYSCALLS_DENIED),
     "signal_the_worker_and_host": (
         "import os, signal\nout = []\n"
         f"for pid in (1, {os.getpid()}):\n"
@@ -361,12 +352,7 @@ PROBES = {  # name: (code, what its output must be) -- from test_sandbox_escape.
         "out",
         lambda out: out in ("[]\n", "[1]\n"),  # PID 1 ignores it; the host's pid is not in the sandbox
     ),
-    "foreign_abi_syscall": (
-        "import ctypes, platform\n"
-        "if platform.machine() == 'x86_64':\n    ctypes.CDLL(None).syscall(0x40000000 | 39)\n"
-        "print('SURVIVED' if platform.machine() == 'x86_64' else 'skip')",
-        lambda out: "SURVIVED" not in out,
-    ),
+    "foreign_abi_syscall": (FOREIGN_ABI, lambda out: "SURVIVED" not in out),
 }
 
 

@@ -14,7 +14,19 @@ import time
 from pathlib import Path
 
 import pytest
-from sandbox_helpers import assert_healthy, pids_bound, py, sandbox_uid
+from sandbox_helpers import (
+    FOREIGN_ABI,
+    KEYRING_ADD,
+    KEYRING_READ,
+    MEMORY_SYSCALLS,
+    MEMORY_SYSCALLS_DENIED,
+    PROC_SNOOPING,
+    assert_healthy,
+    pids_bound,
+    proc_snooping_contained,
+    py,
+    sandbox_uid,
+)
 
 from sandbox import Job, LimitHit
 
@@ -303,35 +315,9 @@ def test_no_background_process_survives(sb):
 
 
 def test_proc_snooping(sb):
-    code = (
-        "import os\n"
-        "pids = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n"
-        "print(len(pids))\n"
-        "for p in ('/proc/kcore', '/proc/sys/kernel/hostname', '/proc/1/mem', '/proc/1/environ'):\n"
-        "    try:\n        print('READ', p) if open(p, 'rb').read(1) else None\n"
-        "    except OSError:\n        pass\n"
-        "try:\n    open('/proc/sys/kernel/hostname', 'w').write('x'); print('WROTE')\n"
-        "except OSError:\n    pass\n"
-    )
-    res = sb.run_sync(py(code))
-    lines = res.stdout.decode().split("\n")
-    assert int(lines[0]) <= 3, res  # only the sandbox's own processes
-    assert not any(line.startswith(("READ /proc/kcore", "READ /proc/1/mem", "WROTE")) for line in lines), res
+    res = sb.run_sync(py(PROC_SNOOPING))
+    assert proc_snooping_contained(res.stdout.decode()), res
     assert_healthy(sb)
-
-
-KEYRING_ADD = (
-    "import ctypes, platform\n"
-    "nr = {'x86_64': 248, 'aarch64': 217}[platform.machine()]\n"
-    "libc = ctypes.CDLL(None, use_errno=True)\n"
-    "print(libc.syscall(nr, b'user', b'rlvr-leak', b'secret-1', 8, -4) > 0)\n"  # add_key(..., USER_KEYRING)
-)
-KEYRING_READ = (
-    "import ctypes, platform\n"
-    "nr = {'x86_64': 249, 'aarch64': 218}[platform.machine()]\n"
-    "libc = ctypes.CDLL(None, use_errno=True)\n"
-    "print(libc.syscall(nr, b'user', b'rlvr-leak', None, 0) > 0)\n"  # request_key finds it?
-)
 
 
 def test_kernel_keyring_cannot_carry_data_between_jobs(sb):
@@ -342,14 +328,7 @@ def test_kernel_keyring_cannot_carry_data_between_jobs(sb):
 
 
 def test_foreign_abi_syscalls_are_killed(sb):
-    # x32 syscall numbers (bit 30) would bypass an x86_64-only deny list; the filter kills them instead
-    code = (
-        "import ctypes, platform, sys\n"
-        "if platform.machine() != 'x86_64':\n    print('skip'); sys.exit(0)\n"
-        "ctypes.CDLL(None).syscall(0x40000000 | 39)\n"  # x32 getpid
-        "print('SURVIVED')\n"
-    )
-    res = sb.run_sync(py(code))
+    res = sb.run_sync(py(FOREIGN_ABI))
     assert b"SURVIVED" not in res.stdout, res
     assert_healthy(sb)
 
@@ -357,19 +336,8 @@ def test_foreign_abi_syscalls_are_killed(sb):
 def test_no_syscall_reaches_another_process_memory(sb):
     """ptrace, process_vm_readv/writev and pidfd_getfd are denied by seccomp (EPERM) whatever the
     target's dumpable flag (13.3): here aimed at the job's own parent, harmlessly (read 1 byte)."""
-    code = (
-        "import ctypes, os, platform\n"
-        "nrs = {'x86_64': (101, 310, 438), 'aarch64': (117, 270, 438)}[platform.machine()]\n"
-        "libc = ctypes.CDLL(None, use_errno=True)\n"
-        "buf = ctypes.create_string_buffer(1)\n"
-        "iov = (ctypes.c_void_p * 2)(ctypes.addressof(buf), 1)\n"
-        "calls = [(nrs[0], 16, os.getppid(), 0, 0), (nrs[1], os.getppid(), iov, 1, iov, 1, 0),\n"
-        "         (nrs[2], os.pidfd_open(os.getpid()), 0, 0)]\n"
-        "for args in calls:\n"
-        "    print(libc.syscall(*args), ctypes.get_errno())\n"
-    )
-    res = sb.run_sync(py(code))
-    assert res.stdout == b"-1 1\n-1 1\n-1 1\n", res
+    res = sb.run_sync(py(MEMORY_SYSCALLS))
+    assert res.stdout == MEMORY_SYSCALLS_DENIED.encode(), res
     assert_healthy(sb)
 
 
