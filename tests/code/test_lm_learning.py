@@ -113,7 +113,9 @@ def test_kl_to_base_is_zero_on_a_fresh_adapter_and_its_penalty_pulls_back(tiny_m
     """The reported KL(policy || base) is 0 while the adapter is untouched and grows once it moves. Two
     twins move alike, then take the same steps without reward signal (identical scores): the one with
     the penalty ends nearer the base than the one without."""
-    twins = [Policy(tiny_model, Settings(rank=4, lr=5e-3, micro_batch=3), seed=0) for _ in range(2)]
+    twins = [
+        Policy(tiny_model, Settings(rank=4, lr=5e-3, micro_batch=3, kl_coef=0.0), seed=0) for _ in range(2)
+    ]
     group = sampled_group(twins[0], prompt=[5, 6, 7, 8], n=6, new=5, temperature=1.0)
     group["scores"] = [1.0, 0.0, 0.0, 0.0, 0.0, 1.0]
     for twin in twins:
