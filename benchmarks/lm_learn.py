@@ -411,7 +411,8 @@ def plot(result: dict, path: Path) -> None:
         steps = [st["step"] for st in run["steps"]]
         left.plot(steps, [st["correct"] for st in run["steps"]], marker="o", label=f"{run['name']} correct")
         left.plot(steps, [st["boxed"] for st in run["steps"]], linestyle=":", label=f"{run['name']} boxed")
-    left.set(xlabel="step", ylabel="share of the step's samples", title="train batches", ylim=(0, 1))
+    left.set(xlabel="step", ylabel="share of the step's samples", ylim=(0, 1),
+             title="train batches (serve sends only groups with mixed scores)")  # fmt: skip
     left.legend(fontsize=7)
     names = ["before", *[run["name"] for run in result["runs"]]]
     evals = [result["before"], *[run["after"] for run in result["runs"]]]
