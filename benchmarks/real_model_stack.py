@@ -16,6 +16,7 @@ tests/integration/test_real_model_stack.py.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -82,6 +83,15 @@ def recomputed_logprobs(model: Any, tokens: list[int], temperature: float) -> li
     return [None, *picked.tolist()]
 
 
+@functools.cache
+def _tool_call_parser(tokenizer: Any) -> Any:
+    """The tool envs' default parser over `tokenizer`, built once per tokenizer (not per turn)."""
+    from environments.tools.task import ToolConfig
+    from environments.vf_bridge.tool_calls import ToolCallParser
+
+    return ToolCallParser(ToolConfig().tool_parser, tokenizer)
+
+
 def turn_matches(text: str, message: dict, tokenizer: Any) -> bool:
     """The sampled text of a turn is what its message says: the same content, or for a turn with
     tool calls, what the tool envs' own parser (`ToolCallParser`, hermes by default) reads from the
@@ -89,10 +99,7 @@ def turn_matches(text: str, message: dict, tokenizer: Any) -> bool:
     calls = message.get("tool_calls") or []
     if not calls:
         return text == message["content"]
-    from environments.tools.task import ToolConfig
-    from environments.vf_bridge.tool_calls import ToolCallParser
-
-    parser = ToolCallParser(ToolConfig().tool_parser, tokenizer)
+    parser = _tool_call_parser(tokenizer)
     tools = [{"type": "function", "function": {"name": c["function"]["name"], "parameters": {"type": "object"}}}
              for c in calls]  # fmt: skip
     parsed = parser.parse(text, tools)

@@ -20,16 +20,7 @@ import time
 
 import pytest
 import pytest_asyncio
-from sandbox_helpers import (
-    FOREIGN_ABI,
-    KEYRING_ADD,
-    KEYRING_READ,
-    MEMORY_SYSCALLS,
-    MEMORY_SYSCALLS_DENIED,
-    PROC_SNOOPING,
-    proc_snooping_contained,
-    sandbox_uid,
-)
+import sandbox_helpers as probes
 from test_sandbox_escape import _marker_procs
 
 from sandbox import SandboxUnavailable, SessionLimits, python_sessions
@@ -317,7 +308,7 @@ async def test_a_dead_sandbox_is_an_infrastructure_failure(pool):
 
 
 def _identity(out: str) -> bool:
-    return out == f"{sandbox_uid()} 0000000000000000 0000000000000000 1\n"
+    return out == f"{probes.sandbox_uid()} 0000000000000000 0000000000000000 1\n"
 
 
 PROBES = {  # name: (code, what its output must be); the shared ones from sandbox_helpers.py
@@ -332,7 +323,7 @@ PROBES = {  # name: (code, what its output must be); the shared ones from sandbo
         "import os\n[p for p in ('/root', '/home', '/work', '/var', '/etc/shadow') if os.path.exists(p)]",
         lambda out: out == "[]\n",
     ),
-    "proc_snooping": (PROC_SNOOPING, proc_snooping_contained),
+    "proc_snooping": (probes.PROC_SNOOPING, probes.proc_snooping_contained),
     "env_secrets": (
         "import os, glob\nseen = str(dict(os.environ))\n"
         "for p in glob.glob('/proc/*/environ'):\n"
@@ -341,9 +332,9 @@ PROBES = {  # name: (code, what its output must be); the shared ones from sandbo
         "'s3cr3t' in seen",
         lambda out: out == "False\n",
     ),
-    "keyring": (KEYRING_ADD, lambda out: True),  # the next probe (another session) must not find it
-    "keyring_read": (KEYRING_READ, lambda out: out == "False\n"),
-    "ptrace_and_process_vm": (MEMORY_SYSCALLS, lambda out: out == MEMORY_SYSCALLS_DENIED),
+    "keyring": (probes.KEYRING_ADD, lambda out: True),  # the next probe (another session) must not find it
+    "keyring_read": (probes.KEYRING_READ, lambda out: out == "False\n"),
+    "ptrace_and_process_vm": (probes.MEMORY_SYSCALLS, lambda out: out == probes.MEMORY_SYSCALLS_DENIED),
     "signal_the_worker_and_host": (
         "import os, signal\nout = []\n"
         f"for pid in (1, {os.getpid()}):\n"
@@ -352,7 +343,7 @@ PROBES = {  # name: (code, what its output must be); the shared ones from sandbo
         "out",
         lambda out: out in ("[]\n", "[1]\n"),  # PID 1 ignores it; the host's pid is not in the sandbox
     ),
-    "foreign_abi_syscall": (FOREIGN_ABI, lambda out: "SURVIVED" not in out),
+    "foreign_abi_syscall": (probes.FOREIGN_ABI, lambda out: "SURVIVED" not in out),
 }
 
 
