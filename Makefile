@@ -36,7 +36,7 @@ lint: setup
 learn: setup  ## the RLEF ablation through the real stack (serve, run-api, sandbox, a GRPO trainer); ARGS=--quick for one seed
 	$(PY) benchmarks/rlef_learn.py $(ARGS)
 
-learn-lm: setup  ## a real LM (SmolLM2-135M) learns one-digit sums by GRPO through serve + run-api; 2 seeds + a shuffled control, ~37 min; ARGS=--quick
+learn-lm: setup  ## a real LM (SmolLM2-135M) learns one-digit sums by GRPO through serve + run-api; 2 seeds + a shuffled control, ~45 min; ARGS=--quick
 	$(PY) benchmarks/lm_learn.py $(ARGS)
 
 bench: setup

@@ -37,7 +37,7 @@ NOT_RUN = {
     (
         "README.md",
         "make learn-lm               # GRPO",
-    ): "~37 min; tests/code/test_lm_learning.py covers its parts",
+    ): "~45 min; tests/code/test_lm_learning.py covers its parts",
     (
         "README.md",
         "scripts/install_env.sh math ~/venvs/rlvr",
