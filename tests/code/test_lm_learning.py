@@ -126,3 +126,26 @@ def test_kl_to_base_is_zero_on_a_fresh_adapter_and_its_penalty_pulls_back(tiny_m
     twins[0].s.kl_coef = 1.0
     ends = [[twin.step([group], shuffle=None)["kl_to_base"] for _ in range(4)][-1] for twin in twins]
     assert ends[1] > 1e-4 and ends[0] < 0.8 * ends[1]
+
+
+def test_the_committed_results_come_from_the_defaults_and_meet_the_claim():
+    """benchmarks/results/lm_learning.json is what `make learn-lm` (the defaults) produces, and it
+    shows what the README claims: every GRPO seed's paired gain interval excludes zero, every shuffled
+    control's includes it, and at every run's first step the trainer agreed with vLLM's logprobs. A
+    changed default without a rerun, or a rerun that no longer learns, fails here."""
+    import dataclasses
+    import json
+    from pathlib import Path
+
+    result = json.loads((Path(__file__).parents[2] / "benchmarks/results/lm_learning.json").read_text())
+    defaults = {k: v for k, v in dataclasses.asdict(Settings()).items() if k != "workdir"}
+    committed = {k: v for k, v in result["settings"].items() if k != "workdir"}
+    assert committed == json.loads(json.dumps(defaults))  # tuples as the json stores them
+    runs = {run["name"]: run for run in result["runs"]}
+    names = [f"grpo-s{s}" for s in Settings.seeds] + [f"shuffled-s{s}" for s in Settings.control_seeds]
+    assert sorted(runs) == sorted(names)
+    for name, run in runs.items():
+        low, high = gain(result["before"], run["after"], "correct")["ci"]
+        assert (low <= 0 <= high) if run["shuffled"] else low > 0, (name, low, high)
+        assert run["steps"][0]["max_abs_log_ratio"] < 1e-3 and run["steps"][0]["fresh_share"] == 1.0
+        assert len(run["steps"]) == Settings.steps
