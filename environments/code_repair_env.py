@@ -112,9 +112,12 @@ class CodeRepairTask(MultiTurnTask):
         }
         return Item(uid=uid, prompt=prompt, answer=private.to_dict(), info=info)
 
+    def rubric_config(self) -> CodeRubricConfig:
+        """The config of this env's rubric (its feedback text included)."""
+        return CodeRubricConfig(reward="binary", max_concurrency=self.config.max_concurrency)
+
     def rubric(self) -> Rubric:
-        config = CodeRubricConfig(reward="binary", max_concurrency=self.config.max_concurrency)
-        return CodeRubric(self.config.sandbox, config)
+        return CodeRubric(self.config.sandbox, self.rubric_config())
 
     async def env_step(self, ctx: EpisodeContext) -> EnvStep:
         public = suite_from(ctx.item.info["public"])
@@ -161,7 +164,7 @@ class CodeRepairTask(MultiTurnTask):
         single = await ctx.rubric.score(Sample(ctx.item.prompt, ctx.answer, one))
         if not single.verified:
             raise FeedbackUnverified(f"the named public test could not run: {single.reason}")
-        return describe_as_failure(public, index, single)
+        return describe_as_failure(public, index, single, self.rubric_config().feedback_chars)
 
     async def _passes(self, ctx: EpisodeContext, public: TestSuite, index: int, result: RewardResult) -> bool:
         """Whether public test `index` passes now: its record in `result`, or, when the run stopped
@@ -190,10 +193,11 @@ def random_test(seed: int | None, uid: str, turn: int, answer: str, count: int) 
     return random.Random(digest).randrange(count)
 
 
-def describe_as_failure(suite: TestSuite, index: int, single: RewardResult) -> str:
+def describe_as_failure(suite: TestSuite, index: int, single: RewardResult, chars: int) -> str:
     """Real feedback's text for test `index`, from `single` (the attempt scored on that test alone):
     its own failure text renumbered, or, where the test passed, the rubric's text for a 'wrong answer'
-    on that test showing the output the attempt really printed (equal to the expected one)."""
+    on that test showing the output the attempt really printed (equal to the expected one), its
+    fields clipped to `chars` as the rubric clips them."""
     if single.score != 1.0 and single.feedback.startswith("Test 1 of 1 failed"):
         return f"Test {index + 1} of {len(suite.tests)} failed" + single.feedback.removeprefix(
             "Test 1 of 1 failed"
@@ -204,9 +208,7 @@ def describe_as_failure(suite: TestSuite, index: int, single: RewardResult) -> s
     else:
         known = isinstance(test, CallTest) and "expected" in test.check and test.expected is not None
         detail = {"values": [test.expected] if known else []}
-    return failure_text(
-        Outcome(index, "wrong_answer", detail), suite, len(suite.tests), CodeRubricConfig().feedback_chars
-    )
+    return failure_text(Outcome(index, "wrong_answer", detail), suite, len(suite.tests), chars)
 
 
 def split_problem(

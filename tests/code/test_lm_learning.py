@@ -4,7 +4,10 @@ samples, the shuffled control's rewards are a permutation, and the statistics ar
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import random
+from pathlib import Path
 
 import pytest
 import torch
@@ -133,10 +136,6 @@ def test_the_committed_results_come_from_the_defaults_and_meet_the_claim():
     shows what the README claims: every GRPO seed's paired gain interval excludes zero, every shuffled
     control's includes it, and at every run's first step the trainer agreed with vLLM's logprobs. A
     changed default without a rerun, or a rerun that no longer learns, fails here."""
-    import dataclasses
-    import json
-    from pathlib import Path
-
     result = json.loads((Path(__file__).parents[2] / "benchmarks/results/lm_learning.json").read_text())
     defaults = {k: v for k, v in dataclasses.asdict(Settings()).items() if k != "workdir"}
     committed = {k: v for k, v in result["settings"].items() if k != "workdir"}
